@@ -1,0 +1,48 @@
+"""Shared test plumbing.
+
+No silent skips in CI: `require()` skips a test locally when a prerequisite is
+missing, but fails it with the reason when CI=true, so a tier can never pass
+by having quietly run nothing.
+"""
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+VENV_BIN = pathlib.Path(sys.executable).parent
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+# Import the collection's plugins as ansible_collections.sparkfleet.vllm.* straight from the checkout.
+sys.path.insert(0, str(REPO / ".collections"))
+
+
+def require(condition, what):
+    """Skip (locally) or fail (in CI) when a prerequisite is missing."""
+    if condition:
+        return
+    message = "missing prerequisite: %s" % what
+    if IN_CI:
+        pytest.fail(message + " (CI=true: a missing prerequisite fails its tier)", pytrace=False)
+    pytest.skip(message)
+
+
+def tool(name):
+    """Path of a command from the venv or PATH, or None."""
+    candidate = VENV_BIN / name
+    if candidate.exists():
+        return str(candidate)
+    return shutil.which(name)
+
+
+def run(cmd, timeout=600, check=True, **kwargs):
+    """Run a command from the repo root; on failure the assertion shows its output."""
+    kwargs.setdefault("cwd", REPO)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kwargs)
+    if check:
+        assert proc.returncode == 0, "%s exited %s\n--- stdout ---\n%s\n--- stderr ---\n%s" % (
+            " ".join(map(str, cmd)), proc.returncode, proc.stdout[-8000:], proc.stderr[-8000:])
+    return proc

@@ -1,0 +1,89 @@
+"""The collection's own wiring: galaxy.yml, runtime, role surfaces.
+
+These keep the promises of STYLE.md checkable: every collection called by FQCN
+is a declared dependency, and every role's defaults and argument specs agree.
+"""
+import re
+
+import pytest
+import yaml
+
+from conftest import REPO
+
+ROLES = sorted(p for p in (REPO / "roles").iterdir() if (p / "tasks").is_dir()) if (REPO / "roles").exists() else []
+YAML_SOURCES = [
+    p for p in REPO.rglob("*.yml")
+    if not any(part in {".venv", ".venv-vllm", ".collections", ".cache", "build", "output"} or part.startswith(".venv")
+               for part in p.relative_to(REPO).parts)
+]
+FQCN = re.compile(r"^\s*-?\s*([a-z_]+\.[a-z_]+)\.[a-z_0-9]+:\s*(?:$|[^\s])", re.M)
+BUILTIN_NAMESPACES = {"ansible.builtin", "ansible.legacy", "sparkfleet.vllm"}
+
+
+def load(path):
+    with open(path, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def test_galaxy_metadata():
+    galaxy = load(REPO / "galaxy.yml")
+    assert (galaxy["namespace"], galaxy["name"]) == ("sparkfleet", "vllm")
+    major = int(str(galaxy["version"]).split(".")[0])
+    assert major >= 1, "version must be 1.0.0 or later, got %s" % galaxy["version"]
+    assert galaxy["license"] and galaxy["tags"] and len(galaxy["description"]) > 40
+    for ignored in ("tests", ".venv", "molecule"):
+        assert ignored in galaxy["build_ignore"], "build_ignore lacks %s" % ignored
+
+
+def test_requires_ansible_is_a_range():
+    runtime = load(REPO / "meta/runtime.yml")
+    spec = runtime["requires_ansible"]
+    assert ">=" in spec and "<" in spec.replace("<=", ""), "requires_ansible must be a full range, got %r" % spec
+
+
+def test_every_fqcn_collection_is_a_dependency():
+    declared = set(load(REPO / "galaxy.yml").get("dependencies", {}))
+    used = {}
+    for path in YAML_SOURCES:
+        for match in FQCN.finditer(path.read_text(encoding="utf-8")):
+            name = match.group(1)
+            if name not in BUILTIN_NAMESPACES and not name.startswith(("vllm_", "hostvars")):
+                used.setdefault(name, str(path.relative_to(REPO)))
+    missing = {name: where for name, where in used.items() if name not in declared}
+    assert not missing, "collections used by FQCN but not in galaxy.yml dependencies: %s" % missing
+
+
+@pytest.mark.parametrize("role", ROLES, ids=[r.name for r in ROLES])
+def test_role_defaults_match_argument_specs(role):
+    defaults_file = role / "defaults/main.yml"
+    specs_file = role / "meta/argument_specs.yml"
+    defaults = (load(defaults_file) or {}) if defaults_file.exists() else {}
+    assert specs_file.exists(), "%s has no meta/argument_specs.yml" % role.name
+    options = load(specs_file)["argument_specs"]["main"].get("options", {}) or {}
+    assert set(defaults) <= set(options), "defaults not declared in argument_specs: %s" % sorted(set(defaults) - set(options))
+    for name, spec in options.items():
+        assert spec.get("description"), "%s: option %s has no description" % (role.name, name)
+        if name in defaults:
+            assert spec.get("default") == defaults[name], "%s: %s default %r differs from defaults/main.yml %r" % (
+                role.name, name, spec.get("default"), defaults[name])
+    for name in defaults:
+        assert name.startswith(role.name + "_") or name.startswith("vllm_"), (
+            "%s: public variable %s is not prefixed with the role name" % (role.name, name))
+
+
+@pytest.mark.parametrize("role", ROLES, ids=[r.name for r in ROLES])
+def test_role_defaults_are_commented(role):
+    defaults_file = role / "defaults/main.yml"
+    if not defaults_file.exists():
+        return
+    lines = defaults_file.read_text(encoding="utf-8").splitlines()
+    for index, line in enumerate(lines):
+        if re.match(r"^[a-z_0-9]+:", line):
+            previous = lines[index - 1].strip() if index else ""
+            assert previous.startswith("#") or "#" in line, "%s: %s has no one-line comment" % (
+                defaults_file.relative_to(REPO), line.split(":")[0])
+
+
+def test_checkout_symlink_points_at_root():
+    link = REPO / ".collections/ansible_collections/sparkfleet/vllm"
+    assert link.is_symlink() and link.resolve() == REPO
