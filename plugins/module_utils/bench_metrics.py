@@ -1,0 +1,217 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, sparkfleet.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Throughput metrics, computed the way `vllm bench serve` computes them.
+
+Pure functions over stream outputs (objects or dicts with vLLM's
+RequestFuncOutput fields: success, ttft, itl, latency, output_tokens,
+prompt_len, chunks, error). Field names of the result follow
+`vllm bench serve --save-result`; percentiles use linear interpolation, which
+is numpy's default, and std is the population standard deviation (numpy's
+ddof=0).
+"""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import math
+import re
+
+DEFAULT_PERCENTILES = (50, 90, 99)
+
+
+def _get(output, name, default=None):
+    if isinstance(output, dict):
+        return output.get(name, default)
+    return getattr(output, name, default)
+
+
+def percentile(values, p):
+    """numpy.percentile(values, p) with the default 'linear' method; 0 for an empty list (as vLLM does)."""
+    data = sorted(values)
+    if not data:
+        return 0.0
+    if len(data) == 1:
+        return float(data[0])
+    rank = (len(data) - 1) * (p / 100.0)
+    low = int(math.floor(rank))
+    high = min(low + 1, len(data) - 1)
+    return float(data[low] + (data[high] - data[low]) * (rank - low))
+
+
+def mean(values):
+    values = list(values)
+    return float(sum(values)) / len(values) if values else 0.0
+
+
+def std(values):
+    values = list(values)
+    if not values:
+        return 0.0
+    m = mean(values)
+    return math.sqrt(sum((v - m) ** 2 for v in values) / len(values))
+
+
+def percentile_label(p):
+    return str(int(p)) if int(p) == p else str(p)
+
+
+def output_length(output):
+    """Tokens one request produced: usage.completion_tokens; without usage, the event count (a lower bound)."""
+    tokens = _get(output, "output_tokens")
+    if tokens:
+        return int(tokens), True
+    return int(_get(output, "chunks", 0) or 0), False
+
+
+def calculate_metrics(outputs, duration, percentiles=DEFAULT_PERCENTILES):
+    """Aggregate metrics over one batch; keys as in `vllm bench serve --save-result`."""
+    ttfts, tpots, itls, e2els, input_lens, output_lens, errors = [], [], [], [], [], [], []
+    completed = usage_missing = 0
+    for output in outputs:
+        if not _get(output, "success"):
+            output_lens.append(0)
+            input_lens.append(int(_get(output, "prompt_len", 0) or 0))
+            errors.append(_get(output, "error", "") or "failed")
+            continue
+        length, from_usage = output_length(output)
+        if not from_usage:
+            usage_missing += 1
+        output_lens.append(length)
+        input_lens.append(int(_get(output, "prompt_len", 0) or 0))
+        errors.append("")
+        ttft, latency = float(_get(output, "ttft", 0.0)), float(_get(output, "latency", 0.0))
+        if length > 1:
+            tpots.append((latency - ttft) / (length - 1))
+        itls.extend(_get(output, "itl", []) or [])
+        ttfts.append(ttft)
+        e2els.append(latency)
+        completed += 1
+    total_output = sum(output_lens)
+    total_input = sum(n for n, e in zip(input_lens, errors) if not e)
+    duration = float(duration) if duration else 0.0
+    result = {
+        "duration": duration,
+        "completed": completed,
+        "failed": len(output_lens) - completed,
+        "total_input_tokens": total_input,
+        "total_output_tokens": total_output,
+        "request_throughput": completed / duration if duration else 0.0,
+        "output_throughput": total_output / duration if duration else 0.0,
+        "total_token_throughput": (total_input + total_output) / duration if duration else 0.0,
+        "input_lens": input_lens,
+        "output_lens": output_lens,
+        "errors": errors,
+    }
+    for name, values in (("ttft", ttfts), ("tpot", tpots), ("itl", itls), ("e2el", e2els)):
+        result["mean_%s_ms" % name] = mean(values) * 1000
+        result["median_%s_ms" % name] = percentile(values, 50) * 1000
+        result["std_%s_ms" % name] = std(values) * 1000
+        for p in percentiles:
+            result["p%s_%s_ms" % (percentile_label(p), name)] = percentile(values, p) * 1000
+    result["_usage_missing"] = usage_missing
+    return result
+
+
+def single_stream_rate(output):
+    """Decode rate of one request as the notes measure it: completion tokens over its wall time."""
+    length, _ = output_length(output)
+    latency = float(_get(output, "latency", 0.0) or 0.0)
+    return length / latency if latency > 0 and _get(output, "success") else 0.0
+
+
+# --------------------------------------------------------------------------- /metrics (Prometheus text)
+
+_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eE]+|NaN|[+-]Inf)(\s+\d+)?$')
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+ACCEPTED_TOKENS = "vllm:spec_decode_num_accepted_tokens_total"
+DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
+GENERATION_TOKENS = "vllm:generation_tokens_total"
+
+
+def parse_prometheus(text):
+    """{metric name: [(labels dict, value), ...]} from Prometheus exposition text."""
+    samples = {}
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        match = _SAMPLE.match(line)
+        if not match:
+            continue
+        name, labels, value = match.group(1), match.group(2) or "", match.group(3)
+        try:
+            number = float(value)
+        except ValueError:
+            continue
+        samples.setdefault(name, []).append((dict(_LABEL.findall(labels)), number))
+    return samples
+
+
+def metric_total(samples, name):
+    """Sum of a metric over all label sets, or None when the server does not expose it."""
+    if name not in samples:
+        return None
+    return sum(value for _, value in samples[name])
+
+
+def counter_delta(before, after, name):
+    first, second = metric_total(before, name), metric_total(after, name)
+    if first is None or second is None:
+        return None
+    return second - first
+
+
+def spec_decode_acceptance(before, after):
+    """Accepted / drafted tokens between two /metrics scrapes; None without speculative decoding."""
+    accepted = counter_delta(before, after, ACCEPTED_TOKENS)
+    drafted = counter_delta(before, after, DRAFT_TOKENS)
+    if accepted is None or not drafted:
+        return None
+    return {"accepted_tokens": accepted, "draft_tokens": drafted, "acceptance_rate": accepted / drafted}
+
+
+def kv_cache_tokens(samples):
+    """KV cache capacity in tokens from vllm:cache_config_info, when exposed.
+
+    Newer releases label it kv_cache_size_tokens; older ones only num_gpu_blocks and block_size.
+    """
+    for labels, _ in samples.get("vllm:cache_config_info", []):
+        size_tokens = labels.get("kv_cache_size_tokens")
+        if size_tokens and size_tokens.isdigit():
+            return int(size_tokens)
+        try:
+            blocks, size = int(labels.get("num_gpu_blocks")), int(labels.get("block_size"))
+        except (TypeError, ValueError):
+            continue
+        return blocks * size
+    return None
+
+
+# --------------------------------------------------------------------------- gate
+
+
+def gate(measured, expected, min_ratio=0.9):
+    """Compare measured single-stream and 8-stream tok/s with a baseline.
+
+    Returns {'gated': bool, 'passed': bool, 'checks': [...], 'message': str}.
+    No baseline (None or no numbers) means measured and recorded, not gated.
+    """
+    checks = []
+    for key in ("single_stream_tok_s", "aggregate_8_tok_s"):
+        want = (expected or {}).get(key)
+        got = (measured or {}).get(key)
+        if not want or got is None:
+            continue
+        ratio = float(got) / float(want)
+        checks.append({"metric": key, "measured": round(float(got), 2), "expected": float(want),
+                       "ratio": round(ratio, 4), "passed": ratio >= min_ratio})
+    if not checks:
+        return {"gated": False, "passed": True, "checks": [],
+                "message": "no baseline for this configuration: measured and recorded, not gated"}
+    failed = [c for c in checks if not c["passed"]]
+    parts = ["%s %.1f tok/s vs expected %.1f (%.0f%%, floor %.0f%%)" % (
+        c["metric"], c["measured"], c["expected"], 100 * c["ratio"], 100 * min_ratio) for c in checks]
+    return {"gated": True, "passed": not failed, "checks": checks,
+            "message": ("below baseline: " if failed else "within baseline: ") + "; ".join(parts)}

@@ -1,0 +1,189 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, sparkfleet.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: smoke
+short_description: Named smoke checks against a vLLM OpenAI-compatible server
+version_added: "0.1.0"
+description:
+  - Sends one request per check (twenty for the accuracy set) and grades the answers. Checks are C(chat),
+    C(thinking) (C(chat_template_kwargs.enable_thinking), reasoning must come back), C(tools) (an automatic
+    tool call), C(vision) (a locally generated PNG as a C(data:) URI, image before text), C(audio) (a locally
+    generated WAV, for the E-series when their audio input is enabled) and C(accuracy) (twenty short questions with
+    unambiguous answers, including spelling "necessary" backwards).
+  - Misses the notes record as the model's own are reported as C(expected_miss), not as failures; everything else
+    fails the check with its request and response.
+  - A check the model cannot do is a failure, not a skip; choose the checks with O(checks).
+author:
+  - sparkfleet.vllm contributors
+options:
+  url:
+    description: Base URL of the server, without C(/v1).
+    type: str
+    required: true
+  model:
+    description: Served model name.
+    type: str
+    required: true
+  api_key:
+    description: API key sent as a bearer token when the server requires one.
+    type: str
+  checks:
+    description:
+      - Checks to run, in this order whatever order they are given in.
+      - When omitted, the checks the O(plan) says the model and its flags can pass (C(chat) always; C(thinking) and
+        C(tools) with a reasoning parser and auto tool choice; C(vision) for a vision model with its encoder;
+        C(audio) when enabled; C(accuracy) for real models), or without a plan C(chat), C(thinking), C(tools),
+        C(vision) and C(accuracy).
+    type: list
+    elements: str
+    choices: [chat, thinking, tools, vision, audio, accuracy]
+  plan:
+    description:
+      - The deployment plan (the C(vllm_plan) fact), used to pick default checks and the model's known misses
+        (C(plan.model.smoke_expected_misses), else the built-in table for C(plan.model.short)).
+    type: dict
+  audio:
+    description: Add the C(audio) check (E-series with C("audio") in C(--limit-mm-per-prompt)).
+    type: bool
+    default: false
+  model_short:
+    description: The catalog's short model name (C(31b), C(26b-a4b), C(12b), C(e4b), C(e2b)); picks the built-in
+      table of known misses when O(expected_misses) is not given.
+    type: str
+  expected_misses:
+    description:
+      - "Known misses per check, as the catalog's C(smoke_expected_misses) for the model records them, for example
+        C({accuracy: [reverse_necessary], vision: [reads_llm], thinking: [no_reasoning]})."
+      - Overrides the built-in table chosen by O(model_short).
+    type: dict
+  max_tokens:
+    description: Token budget for the thinking and tool-call answers.
+    type: int
+    default: 512
+  timeout:
+    description: Seconds per request.
+    type: float
+    default: 120
+  fail_on_failure:
+    description: Fail the task when any check fails (expected misses never fail it).
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    support: full
+    details: In check mode no request is sent.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+    details: Read-only; never reports a change.
+seealso:
+  - module: sparkfleet.vllm.wait_healthy
+  - module: sparkfleet.vllm.throughput
+"""
+
+EXAMPLES = r"""
+- name: Smoke-test the deployed model
+  sparkfleet.vllm.smoke:
+    url: "http://{{ ansible_host }}:8000"
+    model: "{{ vllm_plan.served_name }}"
+    plan: "{{ vllm_plan }}"
+  delegate_to: localhost
+
+- name: Only chat and vision, recording failures without failing the play
+  sparkfleet.vllm.smoke:
+    url: http://127.0.0.1:8000
+    model: gemma-4-e4b
+    checks: [chat, vision]
+    audio: true
+    fail_on_failure: false
+"""
+
+RETURN = r"""
+checks:
+  description: One entry per check, with C(status) C(passed), C(failed) or C(expected_miss), a C(reason), and for
+    failures the request and response in C(details).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"name": "chat", "status": "passed", "reason": "", "miss": [], "details": []},
+           {"name": "accuracy", "status": "expected_miss", "score": "19/20",
+            "reason": "known miss of this model (notes): reverse_necessary: expected yrassecen, got 'yrasecen'"}]
+counts:
+  description: Number of checks per status.
+  returned: always
+  type: dict
+  sample: {"passed": 4, "failed": 0, "expected_miss": 1}
+failed_checks:
+  description: Names of the checks that failed.
+  returned: always
+  type: list
+  elements: str
+  sample: []
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import openai_client as oc
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import smoke
+
+
+def run_checks(url, model, names, api_key, max_tokens, timeout, misses, request=oc.request_json):
+    results = []
+    endpoint = oc.join_url(url, "/v1/chat/completions")
+    for name in names:
+        exchanges = []
+        for label, body in smoke.build_requests(name, model, max_tokens):
+            exchanges.append((label, body, request(endpoint, method="POST", body=body, api_key=api_key,
+                                                   timeout=timeout)))
+        results.append(smoke.grade(name, exchanges, misses))
+    return results
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "url": {"type": "str", "required": True},
+            "model": {"type": "str", "required": True},
+            "api_key": {"type": "str", "no_log": True},
+            "checks": {"type": "list", "elements": "str", "choices": list(smoke.CHECKS)},
+            "plan": {"type": "dict"},
+            "audio": {"type": "bool", "default": False},
+            "model_short": {"type": "str"},
+            "expected_misses": {"type": "dict"},
+            "max_tokens": {"type": "int", "default": 512},
+            "timeout": {"type": "float", "default": 120},
+            "fail_on_failure": {"type": "bool", "default": True},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    wanted = p["checks"] or (smoke.checks_for_plan(p["plan"]) if p["plan"] else None)
+    names = smoke.select_checks(wanted, p["audio"])
+    if module.check_mode:
+        module.exit_json(changed=False, checks=[], counts={}, failed_checks=[],
+                         msg="check mode: would run %s" % ", ".join(names))
+    misses = p["expected_misses"]
+    if misses is None:
+        misses = smoke.misses_for_plan(p["plan"]) if p["plan"] and not p["model_short"] else \
+            smoke.expected_misses_for(p["model_short"])
+    results = run_checks(p["url"], p["model"], names, p["api_key"], p["max_tokens"], p["timeout"], misses)
+    counts, line = smoke.summary(results)
+    failed = [r["name"] for r in results if r["status"] == "failed"]
+    out = {"changed": False, "checks": results, "counts": counts, "failed_checks": failed, "msg": line}
+    if failed and p["fail_on_failure"]:
+        reasons = "; ".join(r["reason"][:400] for r in results if r["status"] == "failed")
+        out["msg"] = "smoke checks failed (%s): %s" % (", ".join(failed), reasons)
+        module.fail_json(**out)
+    module.exit_json(**out)
+
+
+if __name__ == "__main__":
+    main()

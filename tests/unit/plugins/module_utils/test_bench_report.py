@@ -1,0 +1,67 @@
+"""Report output: PNG encoder, the sweep plot, Markdown summaries."""
+import struct
+import zlib
+
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import bench_report as br
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import png
+
+
+def decode_rgb(data):
+    """Minimal PNG reader for filter-0 RGB images written by png.encode_png."""
+    width, height = png.decode_png_size(data)
+    pos, idat = 8, b""
+    while pos < len(data):
+        length = struct.unpack(">I", data[pos:pos + 4])[0]
+        kind = data[pos + 4:pos + 8]
+        chunk = data[pos + 8:pos + 8 + length]
+        assert zlib.crc32(kind + chunk) & 0xFFFFFFFF == struct.unpack(">I", data[pos + 8 + length:pos + 12 + length])[0]
+        if kind == b"IDAT":
+            idat += chunk
+        pos += 12 + length
+    raw = zlib.decompress(idat)
+    stride = 1 + 3 * width
+    return width, height, [raw[r * stride + 1:(r + 1) * stride] for r in range(height)]
+
+
+def test_png_round_trip():
+    canvas = png.Canvas(4, 3)
+    canvas.set(1, 2, (10, 20, 30))
+    width, height, rows = decode_rgb(canvas.to_png())
+    assert (width, height) == (4, 3)
+    assert tuple(rows[2][3:6]) == (10, 20, 30) and tuple(rows[0][0:3]) == (255, 255, 255)
+
+
+def test_text_image_has_dark_pixels():
+    _, _, rows = decode_rgb(png.text_image("vLLM"))
+    assert any(b == 0 for row in rows for b in row)
+
+
+CELLS = [
+    {"prompt_tokens": p, "concurrency": c, "output_throughput": 100.0 * c / (p / 1024), "p99_itl_ms": 5.0 + c,
+     "median_ttft_ms": 30.0, "p99_ttft_ms": 60.0, "mean_tpot_ms": 5.0, "failed": 0}
+    for p in (1024, 8192) for c in (1, 8, 32, 64)
+]
+
+
+def test_sweep_plot_draws_one_coloured_line_per_prompt_length():
+    width, height, rows = decode_rgb(br.sweep_plot(CELLS, "sweep test"))
+    assert (width, height) == (900, 420)
+    colours = {tuple(row[i:i + 3]) for row in rows for i in range(0, len(row), 3)}
+    assert png.PALETTE[0] in colours and png.PALETTE[1] in colours and png.PALETTE[2] not in colours
+
+
+def test_markdown_sweep_and_standard():
+    sweep = {"model_id": "m", "date": "d", br.ADDITIONS_KEY: {"mode": "sweep", "url": "u", "output_tokens": 1024,
+                                                              "cells": CELLS, "plot": "x.png", "notes": ["n1"]}}
+    text = br.markdown(sweep)
+    assert text.count("\n| 1,024 |") == 4 and "![sweep](x.png)" in text and "- n1" in text
+    standard = {"model_id": "m", "median_ttft_ms": 1.0, "p99_itl_ms": 2.0, "failed": 0,
+                br.ADDITIONS_KEY: {"mode": "standard", "single_stream_tok_s": 555.0, "aggregate_8_tok_s": 1499.0,
+                                   "single_stream_runs": [{}] * 8, "kv_cache_tokens": 578304, "acceptance": None,
+                                   "gate": {"message": "within baseline: x"}}}
+    text = br.markdown(standard)
+    assert "555.0 tok/s" in text and "1,499.0 tok/s" in text and "578,304 tokens" in text and "Gate: within" in text
+
+
+def test_result_basename():
+    assert br.result_basename("sweep", "gemma-4-26b/a4b", "20261003T101500Z") == "20261003T101500Z-sweep-gemma-4-26b-a4b"

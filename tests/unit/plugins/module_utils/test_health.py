@@ -1,0 +1,162 @@
+"""wait_healthy's loop with fake probes and a fake clock: phases, fail-fast, progress cadence."""
+import pytest
+
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import health
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import openai_client as oc
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += max(seconds, 0.5)
+
+
+def make_request(script):
+    """script: {path: Response or callable}; records calls."""
+    calls = []
+
+    def request(url, method="GET", body=None, api_key=None, timeout=0):
+        path = url.split("://", 1)[1].split("/", 1)[1]
+        calls.append((method, "/" + path, api_key, body))
+        answer = script.get("/" + path)
+        return answer() if callable(answer) else answer
+    return request, calls
+
+
+REFUSED = oc.Response(error="[Errno 111] Connection refused", refused=True)
+OK = oc.Response(status=200, text="")
+MODELS = oc.Response(status=200, body={"data": [{"id": "tiny"}]}, text='{"data":[{"id":"tiny"}]}')
+
+
+def test_probe_phases():
+    request, calls = make_request({"/health": REFUSED})
+    assert health.probe("http://h:8000", "tiny", request=request)["phase"] == "starting"
+    request, _ = make_request({"/health": OK, "/v1/models": oc.Response(status=200, body={"data": [{"id": "x"}]})})
+    assert health.probe("http://h:8000", "tiny", request=request)["phase"] == "health"
+    request, calls = make_request({"/health": OK, "/v1/models": MODELS,
+                                   "/v1/completions": oc.Response(status=200, body={}, elapsed=0.1)})
+    result = health.probe("http://h:8000", "tiny", api_key="sekret", request=request)
+    assert result["phase"] == "ready" and result["served"] == ["tiny"]
+    completion = calls[-1]
+    assert completion[0] == "POST" and completion[2] == "sekret" and completion[3]["max_tokens"] == 1
+
+
+def test_probe_rejected_key_is_fatal():
+    request, _ = make_request({"/health": OK, "/v1/models": oc.Response(status=401, text="unauthorized")})
+    assert "API key" in health.probe("http://h", "tiny", request=request)["fatal"]
+
+
+def waiter(probes, clock, **kw):
+    seq = iter(probes)
+    last = {}
+
+    def probe():
+        last["v"] = next(seq, last.get("v"))
+        return last["v"]
+    lines = []
+    w = health.Waiter(probe, clock=clock, sleep=clock.sleep, emit=lines.append, **kw)
+    return w, lines
+
+
+def test_ready_after_starting():
+    clock = Clock()
+    probes = [{"phase": "starting", "detail": "refused"}] * 5 + [{"phase": "ready", "detail": "ok", "served": ["t"]}]
+    w, _ = waiter(probes, clock, interval=3)
+    result = w.run()
+    assert result["ok"] and result["phase"] == "ready" and result["elapsed"] == pytest.approx(15.0)
+
+
+def test_exited_process_fails_fast_with_diagnosis():
+    clock = Clock()
+    log = "INFO starting\nValueError: User-specified max_model_len (8192) is greater than the derived max_model_len\n"
+    w, _ = waiter([{"phase": "starting", "detail": "refused"}], clock, interval=3, timeout=600,
+                  process_state=lambda: {"running": False, "detail": "exited 1"}, read_log=lambda: log)
+    result = w.run()
+    assert not result["ok"] and result["elapsed"] < 15
+    assert result["diagnosis"]["id"] == "context_exceeds_model_max"
+    assert "not running" in result["msg"] and "max_model_len" in result["log_tail"]
+
+
+def test_exited_process_without_signature_settles_then_fails():
+    clock = Clock()
+    w, _ = waiter([{"phase": "starting", "detail": "refused"}], clock, interval=3, timeout=600,
+                  process_state=lambda: {"running": False, "detail": "killed"}, read_log=lambda: "INFO loading\n")
+    result = w.run()
+    assert not result["ok"] and result["diagnosis"] is None and 5 <= result["elapsed"] < 15
+
+
+def test_fatal_log_signature_with_process_still_up():
+    clock = Clock()
+    w, _ = waiter([{"phase": "starting", "detail": "refused"}], clock, interval=3,
+                  process_state=lambda: {"running": True, "detail": "up"},
+                  read_log=lambda: "torch.OutOfMemoryError: CUDA out of memory.")
+    result = w.run()
+    assert not result["ok"] and result["diagnosis"]["id"] == "out_of_memory" and result["elapsed"] < 1
+
+
+def test_timeout_and_progress_every_20_seconds():
+    clock = Clock()
+    w, lines = waiter([{"phase": "health", "detail": "waiting for 'tiny'"}], clock, interval=3, timeout=100,
+                      progress_every=20, weights_bytes=lambda: 3 * 1024 ** 3,
+                      read_log=lambda: "Loading safetensors checkpoint shards:  50% Completed | 1/2 [00:01<00:01]")
+    result = w.run()
+    assert not result["ok"] and "timeout" in result["msg"] and result["phase"] == "health"
+    assert 5 <= len(lines) <= 7
+    assert "weights in cache=3.00 GiB" in lines[0] and "checkpoint shards 1/2 (50%)" in lines[0]
+    assert "phase=health" in lines[-1]
+
+
+def test_progress_interval_is_capped_at_30():
+    assert health.Waiter(lambda: None, progress_every=120).progress_every == 30
+
+
+@pytest.mark.parametrize("kind,rc,stdout,running", [
+    ("service", 0, "ActiveState=active\nSubState=running\nResult=success\nExecMainStatus=0\n", True),
+    ("service", 0, "ActiveState=activating\nSubState=auto-restart\nResult=exit-code\nExecMainStatus=1\n", False),
+    ("service", 0, "ActiveState=failed\nSubState=failed\nResult=exit-code\nExecMainStatus=2\n", False),
+    ("container", 0, "running 0 false\n", True),
+    ("container", 0, "exited 1 false\n", False),
+    ("container", 0, "restarting 1 true\n", False),
+    ("container", 1, "", False),
+    ("pidfile", 0, "running 4242\n", True),
+    ("pidfile", 0, "exited 4242\n", False),
+    ("pidfile", 0, "exited no-pidfile\n", False),
+])
+def test_parse_process_check(kind, rc, stdout, running):
+    assert health.parse_process_check(kind, rc, stdout, "", "x")["running"] is running
+
+
+def test_commands():
+    assert health.process_check(container="vllm")[1][:2] == ["docker", "inspect"]
+    assert health.process_check(service="vllm-serve")[1][:3] == ["systemctl", "show", "vllm-serve"]
+    assert health.process_check(pidfile="/run/x.pid")[1][-1] == "/run/x.pid"
+    assert health.process_check() == (None, None)
+    assert health.log_command(log_path="/var/log/x.log", offset=10)[-2:] == ["/var/log/x.log", "10"]
+    assert "journalctl" in health.log_command(service="vllm-serve", since_epoch=5)
+    assert health.parse_du(0, "1234\t/x\n") == 1234 and health.parse_du(1, "") is None
+
+
+def test_pidfile_script_on_this_host(tmp_path):
+    import os
+    import subprocess
+    pidfile = tmp_path / "p.pid"
+    pidfile.write_text(str(os.getpid()))
+    argv = health.process_check(pidfile=str(pidfile))[1]
+    assert subprocess.run(argv, capture_output=True, text=True).stdout.startswith("running")
+    pidfile.write_text("999999999")
+    assert subprocess.run(argv, capture_output=True, text=True).stdout.startswith("exited")
+
+
+def test_log_script_reads_only_new_lines(tmp_path):
+    import subprocess
+    log = tmp_path / "v.log"
+    log.write_text("old fatal: CUDA out of memory\n")
+    offset = int(subprocess.run(health.log_offset_command(str(log)), capture_output=True, text=True).stdout)
+    log.write_text(log.read_text() + "new line\n")
+    out = subprocess.run(health.log_command(log_path=str(log), offset=offset), capture_output=True, text=True).stdout
+    assert out == "new line\n"

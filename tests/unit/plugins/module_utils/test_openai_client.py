@@ -1,0 +1,94 @@
+"""The streaming client against the fast token source (a stand-in for vLLM's SSE stream)."""
+import pathlib
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3] / "benchmarks"))
+
+from fast_token_source import FastTokenSource  # noqa: E402
+
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import bench_metrics as bm  # noqa: E402
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import openai_client as oc  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def source():
+    server = FastTokenSource().start_in_thread()
+    yield server
+    server.stop()
+
+
+def body(**kw):
+    base = {"model": "fake", "prompt": "x", "max_tokens": 10, "stream": True, "stream_options": {"include_usage": True}}
+    base.update(kw)
+    return base
+
+
+def test_usage_counts_tokens_and_events_make_itl(source):
+    outputs, duration = oc.run_streams(source.url + "/v1/completions", [body(max_tokens=12)])
+    o = outputs[0]
+    assert o.success and o.error == ""
+    assert o.output_tokens == 12 and o.chunks == 12 and len(o.itl) == 11
+    assert o.generated_text == " tok" * 12
+    assert duration > 0 and o.latency >= o.ttft > 0
+
+
+def test_multi_token_chunks(source):
+    outputs, _ = oc.run_streams(source.url + "/v1/chat/completions", [body(max_tokens=9, x_tokens_per_chunk=3)])
+    o = outputs[0]
+    assert o.success and o.output_tokens == 9 and o.chunks == 3 and len(o.itl) == 2
+
+
+def test_failure_mid_stream_is_reported(source):
+    outputs, _ = oc.run_streams(source.url + "/v1/completions", [body(max_tokens=50, x_fail_after=4), body()],
+                                concurrency=2)
+    assert not outputs[0].success and "before [DONE]" in outputs[0].error and outputs[0].chunks == 4
+    assert outputs[1].success
+
+
+def test_missing_usage(source):
+    outputs, _ = oc.run_streams(source.url + "/v1/completions", [body(max_tokens=6, x_omit_usage=True)])
+    assert outputs[0].success and outputs[0].output_tokens is None
+    assert bm.output_length(outputs[0]) == (6, False)
+
+
+def test_http_error_keeps_the_response(source):
+    source.status_override = 400
+    try:
+        outputs, _ = oc.run_streams(source.url + "/v1/completions", [body()])
+    finally:
+        source.status_override = None
+    assert not outputs[0].success and outputs[0].status == 400 and "overridden status" in outputs[0].error
+
+
+def test_refused_connection():
+    outputs, _ = oc.run_streams("http://127.0.0.1:1/v1/completions", [body()])
+    assert not outputs[0].success and outputs[0].error
+    resp = oc.request_json("http://127.0.0.1:1/health", timeout=2)
+    assert resp.status is None and resp.refused
+
+
+def test_concurrency_limit_and_order(source):
+    payloads = [body(max_tokens=n) for n in (3, 5, 7, 9, 11)]
+    outputs, _ = oc.run_streams(source.url + "/v1/completions", payloads, concurrency=2)
+    assert [o.output_tokens for o in outputs] == [3, 5, 7, 9, 11]
+
+
+def test_accumulator_handles_split_events_and_crlf():
+    o = oc.StreamOutput(0)
+    acc = oc.SSEAccumulator(o, start=0.0)
+    acc.feed(b'data: {"choices":[{"text":"a"}]}\r\n\r\ndata: {"choi', 1.0)
+    acc.feed(b'ces":[{"text":"b"}]}\n\n: ping\n\ndata: {"choices":[],"usage":{"completion_tokens":2}}\n\n', 1.5)
+    acc.feed(b"data: [DONE]\n\n", 1.6)
+    acc.finish(clean=True)
+    assert o.success and o.generated_text == "ab" and o.output_tokens == 2
+    assert o.ttft == 1.0 and o.itl == [0.5] and o.latency == 1.5
+
+
+def test_accumulator_error_event():
+    o = oc.StreamOutput(0)
+    acc = oc.SSEAccumulator(o, start=0.0)
+    acc.feed(b'data: {"choices":[{"text":"a"}]}\n\ndata: {"error":{"message":"engine dead"}}\n\n', 1.0)
+    acc.finish(clean=True)
+    assert not o.success and o.error == "engine dead"

@@ -1,0 +1,141 @@
+"""Smoke grading: passes, failures with request/response, and the notes' known misses."""
+import base64
+import json
+
+import pytest
+
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import openai_client as oc
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import png, smoke
+
+
+def answer(content="", reasoning=None, tool_calls=None, status=200):
+    body = {"choices": [{"message": {"role": "assistant", "content": content, "reasoning": reasoning,
+                                     "tool_calls": tool_calls or []}}]}
+    return oc.Response(status=status, body=body, text=json.dumps(body))
+
+
+def exchanges(check, responses):
+    reqs = smoke.build_requests(check, "m")
+    return [(label, body, resp) for (label, body), resp in zip(reqs, responses)]
+
+
+def accuracy_answers(wrong=()):
+    out = []
+    for qid, _, accepted in smoke.ACCURACY_SET:
+        out.append(answer("I am not sure" if qid in wrong else "The answer is %s." % accepted[0].title()))
+    return out
+
+
+def test_select_checks():
+    assert smoke.select_checks(None) == list(smoke.DEFAULT_CHECKS)
+    assert smoke.select_checks(["vision", "chat"], audio=True) == ["chat", "vision", "audio"]
+    with pytest.raises(ValueError):
+        smoke.select_checks(["nope"])
+
+
+def test_accuracy_set_has_twenty_questions_with_reverse_necessary():
+    assert len(smoke.ACCURACY_SET) == 20
+    assert len({q for q, _, _ in smoke.ACCURACY_SET}) == 20
+    assert {q: a for q, _, a in smoke.ACCURACY_SET}["reverse_necessary"] == ("yrassecen",)
+
+
+def test_accuracy_all_right_passes():
+    result = smoke.grade("accuracy", exchanges("accuracy", accuracy_answers()))
+    assert result["status"] == "passed" and result["score"] == "20/20"
+
+
+def test_accuracy_known_miss_of_the_12b_is_expected():
+    result = smoke.grade("accuracy", exchanges("accuracy", accuracy_answers({"reverse_necessary"})),
+                         smoke.expected_misses_for("12b"))
+    assert result["status"] == "expected_miss" and result["score"] == "19/20"
+    assert result["miss"] == ["reverse_necessary"]
+
+
+def test_accuracy_same_miss_fails_on_a_model_without_it():
+    result = smoke.grade("accuracy", exchanges("accuracy", accuracy_answers({"reverse_necessary"})),
+                         smoke.expected_misses_for("26b-a4b"))
+    assert result["status"] == "failed" and "yrassecen" in result["reason"]
+    assert result["details"][0]["request"] and "I am not sure" in result["details"][0]["response"]
+
+
+def test_accuracy_other_miss_fails_even_for_the_12b():
+    result = smoke.grade("accuracy", exchanges("accuracy", accuracy_answers({"reverse_necessary", "capital_france"})),
+                         smoke.expected_misses_for("12b"))
+    assert result["status"] == "failed" and result["score"] == "18/20"
+
+
+@pytest.mark.parametrize("text,ok", [("Paris", True), ("paris.", True), ("It is Paris!", True), ("Parisian", False)])
+def test_answer_matching_is_whole_word(text, ok):
+    assert smoke.answer_matches(text, ("paris",)) is ok
+
+
+def test_numbers_are_whole_words():
+    assert smoke.answer_matches("144", ("144",))
+    assert not smoke.answer_matches("1440", ("144",))
+    assert smoke.answer_matches("Carbon dioxide (CO2).", ("carbon dioxide", "co2"))
+
+
+def test_vision_reads_llm_is_expected_for_e4b_only():
+    reads_llm = exchanges("vision", [answer("LLM")])
+    assert smoke.grade("vision", reads_llm, smoke.expected_misses_for("e4b"))["status"] == "expected_miss"
+    assert smoke.grade("vision", reads_llm, smoke.expected_misses_for("26b-a4b"))["status"] == "failed"
+    assert smoke.grade("vision", exchanges("vision", [answer("vLLM")]))["status"] == "passed"
+
+
+def test_vision_request_puts_the_image_before_the_text():
+    body = smoke.build_requests("vision", "m")[0][1]
+    parts = body["messages"][0]["content"]
+    assert [p["type"] for p in parts] == ["image_url", "text"]
+    uri = parts[0]["image_url"]["url"]
+    assert uri.startswith("data:image/png;base64,")
+    assert png.decode_png_size(base64.b64decode(uri.split(",", 1)[1]))[0] > 100
+
+
+def test_thinking_needs_reasoning():
+    assert smoke.grade("thinking", exchanges("thinking", [answer("42", reasoning="17+25=42")]))["status"] == "passed"
+    result = smoke.grade("thinking", exchanges("thinking", [answer("42")]))
+    assert result["status"] == "failed" and "no reasoning" in result["reason"]
+    assert smoke.grade("thinking", exchanges("thinking", [answer("42")]),
+                       smoke.expected_misses_for("e2b"))["status"] == "expected_miss"
+    body = smoke.build_requests("thinking", "m")[0][1]
+    assert body["chat_template_kwargs"] == {"enable_thinking": True}
+
+
+def test_tool_call():
+    call = [{"type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]
+    assert smoke.grade("tools", exchanges("tools", [answer("", tool_calls=call)]))["status"] == "passed"
+    refused = oc.Response(status=400, text='{"error":{"message":"\\"auto\\" tool choice requires '
+                                           '--enable-auto-tool-choice and --tool-call-parser to be set"}}')
+    result = smoke.grade("tools", exchanges("tools", [refused]))
+    assert result["status"] == "failed" and "HTTP 400" in result["reason"] and "enable-auto-tool-choice" in \
+        result["reason"]
+    assert "get_weather" in result["details"][0]["request"]
+
+
+def test_unreachable_server_fails_with_reason():
+    result = smoke.grade("chat", exchanges("chat", [oc.Response(error="Connection refused", refused=True)]))
+    assert result["status"] == "failed" and "no HTTP response" in result["reason"]
+
+
+def test_redacted_request_shortens_data_uris():
+    body = smoke.build_requests("vision", "m")[0][1]
+    assert "chars)" in smoke.redact_request(body) and len(smoke.redact_request(body)) < 1000
+
+
+def test_audio_wav_is_valid():
+    wav = smoke.tone_wav(0.1)
+    assert wav[:4] == b"RIFF" and wav[8:12] == b"WAVE" and len(wav) == 44 + 2 * 1600
+
+
+def test_checks_for_plan():
+    tiny = {"model": {"stand_in": True, "vision": False}, "argv": ["sparkfleet/tiny-random-llama"]}
+    assert smoke.checks_for_plan(tiny) == ["chat"]
+    gemma = {"model": {"vision": True, "audio": True, "short": "e4b"},
+             "argv": ["x", "--reasoning-parser", "gemma4", "--enable-auto-tool-choice", "--tool-call-parser", "gemma4",
+                      "--limit-mm-per-prompt", '{"image": 4, "audio": 1}']}
+    assert smoke.checks_for_plan(gemma) == ["chat", "thinking", "tools", "vision", "audio", "accuracy"]
+    text_only = {"model": {"vision": True}, "argv": ["x", "--language-model-only"]}
+    assert "vision" not in smoke.checks_for_plan(text_only)
+    assert smoke.misses_for_plan(gemma) == smoke.KNOWN_MISSES["e4b"]
+    assert smoke.misses_for_plan({"model": {"short": "12b", "smoke_expected_misses": {"vision": []}}}) == \
+        {"vision": []}

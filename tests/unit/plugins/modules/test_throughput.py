@@ -1,0 +1,103 @@
+"""The throughput module against the fast token source (a stand-in for vLLM: fixed-speed SSE, usage at the end)."""
+import json
+
+import pytest
+from http_module_helpers import FastTokenSource, run_module
+
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import bench_run
+from ansible_collections.sparkfleet.vllm.plugins.modules import throughput
+
+
+@pytest.fixture()
+def source():
+    server = FastTokenSource(step_delay=0.0005, model="fake").start_in_thread()
+    yield server
+    server.stop()
+
+
+def test_standard_writes_vllm_named_results(source, tmp_path):
+    kind, res = run_module(throughput, {"url": source.url, "model": "fake", "output_tokens": 32, "warmup": 0,
+                                        "results_dir": str(tmp_path)})
+    assert kind == "exit", res
+    assert res["changed"] is False
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert len(files) == 2 and files[0].endswith("-standard-fake.json") and files[1].endswith(".md")
+    result = json.loads((tmp_path / files[0]).read_text())
+    for key in ("output_throughput", "median_ttft_ms", "p99_itl_ms", "mean_tpot_ms", "total_output_tokens",
+                "completed", "duration", "request_throughput", "std_itl_ms", "p99_ttft_ms"):
+        assert key in result, key
+    assert result["total_output_tokens"] == 8 * 32 and result["completed"] == 8
+    extra = result["sparkfleet"]
+    assert len(extra["single_stream_runs"]) == 8 and all(r["output_tokens"] == 32 for r in extra["single_stream_runs"])
+    assert res["single_stream_tok_s"] > 0 and res["aggregate_8_tok_s"] > 0
+    assert res["gate"]["gated"] is False
+    # 16 measured requests, all greedy, streaming with usage and ignore_eos, through the chat endpoint.
+    measured = source.requests[-16:]
+    assert all(r["temperature"] == 0 and r["ignore_eos"] and r["stream_options"]["include_usage"] for r in measured)
+    assert len({r["messages"][0]["content"] for r in measured[:8]}) == 8
+
+
+def test_gate_fails_on_a_high_baseline_and_passes_on_a_low_one(source):
+    args = {"url": source.url, "model": "fake", "output_tokens": 16, "warmup": 0}
+    kind, res = run_module(throughput, dict(args, baseline={"single_stream_tok_s": 1e9, "aggregate_8_tok_s": 1e9}))
+    assert kind == "fail" and "below baseline" in res["msg"] and "expected 1000000000.0" in res["msg"]
+    kind, res = run_module(throughput, dict(args, baseline={"single_stream_tok_s": 1.0, "aggregate_8_tok_s": 1.0}))
+    assert kind == "exit" and res["gate"]["passed"] and res["gate"]["gated"]
+
+
+def test_mid_stream_failures_fail_the_run(monkeypatch, source):
+    original = bench_run.Client.payload
+
+    def failing(self, prompt, max_tokens, **kw):
+        return dict(original(self, prompt, max_tokens, **kw), x_fail_after=3)
+    monkeypatch.setattr(bench_run.Client, "payload", failing)
+    kind, res = run_module(throughput, {"url": source.url, "model": "fake", "output_tokens": 16, "warmup": 0})
+    assert kind == "fail" and "request(s) failed" in res["msg"] and "before [DONE]" in res["msg"]
+
+
+def test_sweep_resets_prefix_cache_and_plots(source, tmp_path):
+    kind, res = run_module(throughput, {"url": source.url, "model": "fake", "mode": "sweep", "output_tokens": 16,
+                                        "concurrency": [1, 4], "prompt_tokens": [32, 64], "warmup": 0,
+                                        "results_dir": str(tmp_path)})
+    assert kind == "exit", res
+    assert source.resets == 4
+    cells = res["result"]["sparkfleet"]["cells"]
+    assert [(c["prompt_tokens"], c["concurrency"]) for c in cells] == [(32, 1), (32, 4), (64, 1), (64, 4)]
+    assert all(c["failed"] == 0 and c["output_throughput"] > 0 for c in cells)
+    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".json", ".md", ".png"]
+    assert "/tokenize unavailable" in " ".join(res["result"]["sparkfleet"]["notes"])
+
+
+def test_sweep_says_when_the_prefix_cache_cannot_be_reset(tmp_path):
+    server = FastTokenSource(allow_reset=False).start_in_thread()
+    try:
+        kind, res = run_module(throughput, {"url": server.url, "model": "fake", "mode": "sweep", "output_tokens": 8,
+                                            "concurrency": [2], "prompt_tokens": [16], "warmup": 0})
+    finally:
+        server.stop()
+    assert kind == "exit" and res["result"]["sparkfleet"]["prefix_cache_reset"] is False
+    assert "VLLM_SERVER_DEV_MODE=1" in " ".join(res["result"]["sparkfleet"]["notes"])
+
+
+def test_load_bursts_and_memory_note(source):
+    kind, res = run_module(throughput, {"url": source.url, "model": "fake", "mode": "load",
+                                        "load_shape": {"max_model_len": 512, "image_limit": 2, "long_concurrency": 4,
+                                                       "image_concurrency": 2, "output_tokens": 8}})
+    assert kind == "exit", res
+    bursts = res["result"]["sparkfleet"]["bursts"]
+    assert [b["name"] for b in bursts] == ["long prompts", "multi-image prompts", "near-full context"]
+    assert [b["requests"] for b in bursts] == [4, 2, 2] and all(b["failed"] == 0 for b in bursts)
+    image_request = [r for r in source.requests if isinstance(r.get("messages", [{}])[0].get("content"), list)][0]
+    parts = image_request["messages"][0]["content"]
+    assert [p["type"] for p in parts] == ["image_url", "image_url", "text"]
+    assert image_request["mm_processor_kwargs"] == {"max_soft_tokens": 1120}
+
+
+def test_load_needs_the_context(source):
+    kind, res = run_module(throughput, {"url": source.url, "model": "fake", "mode": "load"})
+    assert kind == "fail" and "max_model_len" in res["msg"]
+
+
+def test_check_mode_sends_nothing(source):
+    kind, res = run_module(throughput, {"url": source.url, "model": "fake"}, check_mode=True)
+    assert kind == "exit" and res["changed"] is False and source.requests == []
