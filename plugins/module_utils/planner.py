@@ -1,0 +1,970 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 sparkfleet.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The serve planner: a few choices in, the exact ``vllm serve`` invocation out.
+
+``plan(catalog, request)`` is pure: it reads the catalog (see catalog.py) and a
+request dict, and returns the plan contract every runtime consumes, or raises
+``PlanError`` whose message names the rule, the variable, the value given and
+the fix. Nothing here touches a host, a file or the network.
+
+Request keys (all optional except where a rule needs them; ``None`` or ``""``
+means "not set, use the catalog default"):
+
+  model, drafter (none|mtp|dflash|auto), profile, gpu_name (picks the profile
+  when ``profile`` is unset), node_count, node_index (0 = head), image,
+  release, executor (ray|mp), objective (interactive|throughput), runtime
+  (compose|native), max_model_len, max_num_batched_tokens,
+  gpu_memory_utilization, max_num_seqs, language_model_only, enable_audio,
+  images_per_prompt, port, served_name, api_key (validated only; its value
+  never enters the plan), extra_args (list of str), head_address,
+  node_address, cluster_interface, cluster_hca.
+
+Cluster nodes: the head (node_index 0) gets the full serve argv. Under the
+``mp`` executor every worker runs ``vllm serve`` too, with ``--headless`` and
+its ``--node-rank``; under ``ray`` a worker only joins the Ray cluster, so its
+``entrypoint`` is ``["ray", "start"]`` and ``argv`` is what follows it. Ray
+nodes also carry ``ray_start_argv`` (the head's ``ray start --head ...``).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import json
+import re
+
+try:
+    from shlex import quote as _shell_quote
+except ImportError:  # pragma: no cover - Python 2 only
+    from pipes import quote as _shell_quote
+
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
+
+REQUEST_KEYS = (
+    "model", "drafter", "profile", "gpu_name", "node_count", "node_index", "image", "release", "executor", "objective",
+    "runtime", "max_model_len", "max_num_batched_tokens", "gpu_memory_utilization", "max_num_seqs",
+    "language_model_only", "enable_audio", "images_per_prompt", "port", "served_name", "api_key", "extra_args",
+    "head_address", "node_address", "cluster_interface", "cluster_hca",
+)
+# Interface variable (extra-vars / inventory) for each request key, for messages.
+VARIABLES = {
+    "model": "vllm_model", "drafter": "vllm_drafter", "profile": "vllm_profile", "gpu_name": "vllm_gpu_name",
+    "node_count": "the vllm_cluster group", "node_index": "the vllm_cluster group", "image": "vllm_image",
+    "release": "vllm_release", "executor": "vllm_executor", "objective": "vllm_objective", "runtime": "vllm_runtime",
+    "max_model_len": "vllm_max_model_len", "max_num_batched_tokens": "vllm_max_num_batched_tokens",
+    "gpu_memory_utilization": "vllm_gpu_memory_utilization", "max_num_seqs": "vllm_max_num_seqs",
+    "language_model_only": "vllm_language_model_only", "enable_audio": "vllm_enable_audio",
+    "images_per_prompt": "vllm_images_per_prompt", "port": "vllm_port", "served_name": "vllm_served_model_name",
+    "api_key": "vllm_api_key", "extra_args": "vllm_extra_args", "head_address": "vllm_cluster_link_ip",
+    "node_address": "vllm_cluster_link_ip", "cluster_interface": "vllm_cluster_interface",
+    "cluster_hca": "vllm_cluster_hca",
+}
+DRAFTER_CHOICES = ("none", "mtp", "dflash", "auto")
+EXECUTORS = ("ray", "mp")
+OBJECTIVES = ("interactive", "throughput")
+RUNTIMES = ("compose", "native")
+SERVE_ENTRYPOINT = ["vllm", "serve"]
+RAY_ENTRYPOINT = ["ray", "start"]
+# Settings a baseline was measured with; overriding one makes `expected` approximate.
+TUNING_KEYS = ("max_model_len", "max_num_batched_tokens", "gpu_memory_utilization", "max_num_seqs", "extra_args")
+
+
+class PlanError(Exception):
+    """A refused plan. ``str(err)`` is the whole user-facing message."""
+
+    def __init__(self, message, rule=None, variable=None, value=None):
+        super(PlanError, self).__init__(message)
+        self.message = message
+        self.rule = rule
+        self.variable = variable
+        self.value = value
+
+
+def _refuse(rule, message, variable=None, value=None):
+    raise PlanError("%s [rule: %s]" % (message, rule), rule=rule, variable=variable, value=value)
+
+
+# --- input coercion ------------------------------------------------------------
+
+
+def _unset(value):
+    return value is None or (isinstance(value, str) and value.strip() == "")
+
+
+def _as_int(request, key, minimum=None, maximum=None):
+    value = request.get(key)
+    if _unset(value):
+        return None
+    variable = VARIABLES[key]
+    if isinstance(value, bool):
+        _refuse("type", "%s must be an integer, got %r; set %s to a whole number" % (variable, value, variable), variable, value)
+    try:
+        if isinstance(value, float):
+            if value != int(value):
+                raise ValueError(value)
+            number = int(value)
+        else:
+            number = int(str(value).strip().replace("_", ""))
+    except (TypeError, ValueError):
+        _refuse("type", "%s must be an integer, got %r; set %s to a whole number" % (variable, value, variable), variable, value)
+    if minimum is not None and number < minimum:
+        _refuse("range", "%s must be at least %d, got %d; set %s >= %d" % (variable, minimum, number, variable, minimum),
+                variable, value)
+    if maximum is not None and number > maximum:
+        _refuse("range", "%s must be at most %d, got %d; set %s <= %d" % (variable, maximum, number, variable, maximum),
+                variable, value)
+    return number
+
+
+def _as_float(request, key):
+    value = request.get(key)
+    if _unset(value):
+        return None
+    variable = VARIABLES[key]
+    try:
+        if isinstance(value, bool):
+            raise ValueError(value)
+        number = float(str(value).strip())
+    except (TypeError, ValueError):
+        _refuse("type", "%s must be a number, got %r; set %s to a fraction such as 0.9" % (variable, value, variable),
+                variable, value)
+    return number
+
+
+_TRUE = ("true", "yes", "on", "1", "y", "t")
+_FALSE = ("false", "no", "off", "0", "n", "f")
+
+
+def _as_bool(request, key):
+    value = request.get(key)
+    if _unset(value):
+        return None
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    variable = VARIABLES[key]
+    _refuse("type", "%s must be true or false, got %r; set %s=true or %s=false" % (variable, value, variable, variable),
+            variable, value)
+
+
+def _as_choice(request, key, choices):
+    value = request.get(key)
+    if _unset(value):
+        return None
+    text = str(value).strip().lower()
+    if text not in choices:
+        variable = VARIABLES[key]
+        _refuse("choice", "unknown %s %r; set %s to one of: %s" % (key.replace("_", " "), value, variable, ", ".join(choices)),
+                variable, value)
+    return text
+
+
+def _as_arg_list(request):
+    value = request.get("extra_args")
+    if _unset(value):
+        return []
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                value = json.loads(text)
+            except ValueError:
+                _refuse("type", "vllm_extra_args is not a valid JSON list: %r; pass a list of strings" % value,
+                        "vllm_extra_args", value)
+        else:
+            import shlex
+
+            value = shlex.split(text)
+    if not isinstance(value, (list, tuple)):
+        _refuse("type", "vllm_extra_args must be a list of strings, got %r; pass e.g. ['--enforce-eager']" % (value,),
+                "vllm_extra_args", value)
+    out = []
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, (str, int, float)):
+            _refuse("type", "vllm_extra_args must be a list of strings; item %r is not one" % (item,), "vllm_extra_args", item)
+        out.append(str(item))
+    return out
+
+
+def _fmt(number):
+    return "{:,}".format(number) if isinstance(number, int) else str(number)
+
+
+# --- release defects -------------------------------------------------------------
+
+
+def _defect_applies(defect, context):
+    when = defect.get("when") or {}
+    if "min_nodes" in when and context["node_count"] < when["min_nodes"]:
+        return False
+    if "expert_parallel" in when and bool(when["expert_parallel"]) != context["expert_parallel"]:
+        return False
+    if "drafters" in when and context["drafter"] not in when["drafters"]:
+        return False
+    if "models" in when and context["model"] not in when["models"]:
+        return False
+    if "models_except" in when and context["model"] in when["models_except"]:
+        return False
+    return not ("profiles" in when and context["profile"] not in when["profiles"])
+
+
+def _refusing_defects(catalog, release, context):
+    entry = catalog["releases"].get(release) or {}
+    return [d for d in entry.get("defects") or [] if d.get("action") == "refuse" and _defect_applies(d, context)]
+
+
+def _working_release(catalog, context):
+    """Newest plannable release where no refusing defect applies to this configuration, or None."""
+    minimum = catalog["rules"]["min_release_multi_node"] if context["node_count"] > 1 else None
+    candidates = []
+    for key, entry in catalog["releases"].items():
+        if not entry.get("plannable") or entry.get("stand_in"):
+            continue
+        if minimum and not cat.release_at_least(key, minimum):
+            continue
+        if _refusing_defects(catalog, key, context):
+            continue
+        candidates.append(key)
+    candidates.sort(key=cat.version_tuple, reverse=True)
+    return candidates[0] if candidates else None
+
+
+# --- the planner -------------------------------------------------------------------
+
+
+class _Planner(object):
+    def __init__(self, catalog, request):
+        unknown = sorted(set(request) - set(REQUEST_KEYS))
+        if unknown:
+            raise PlanError("unknown plan request keys: %s (valid: %s)" % (", ".join(unknown), ", ".join(REQUEST_KEYS)),
+                            rule="request")
+        self.catalog = catalog
+        self.request = dict(request)
+        self.rules = catalog["rules"]
+        self.warnings = []
+        self.reasons = []
+        self.env = {}
+        self.secret_env = []
+        self.overridden = []
+
+    def reason(self, text):
+        if text not in self.reasons:
+            self.reasons.append(text)
+
+    def warn(self, text):
+        if text not in self.warnings:
+            self.warnings.append(text)
+
+    # -- who and where ---------------------------------------------------------------
+
+    def resolve_profile(self):
+        name = self.request.get("profile")
+        if _unset(name):
+            name = cat.profile_from_gpu_name(self.catalog, self.request.get("gpu_name"))
+            if name is None:
+                if not _unset(self.request.get("gpu_name")):
+                    _refuse("profile", "GPU %r matches no hardware profile; set vllm_profile to one of: %s" % (
+                        self.request["gpu_name"], ", ".join(self.catalog["profiles"])), "vllm_profile")
+                _refuse("profile", "no hardware profile given; set vllm_profile to one of: %s" % ", ".join(self.catalog["profiles"]),
+                        "vllm_profile")
+            self.reason("profile %s: detected from the GPU name %r" % (name, self.request.get("gpu_name")))
+        try:
+            self.profile_name = cat.resolve_profile(self.catalog, name)
+        except cat.CatalogError as exc:
+            _refuse("profile", str(exc), "vllm_profile", name)
+        self.profile = self.catalog["profiles"][self.profile_name]
+
+    def resolve_model(self):
+        name = self.request.get("model")
+        if _unset(name):
+            name = self.profile.get("default_model") or self.catalog["defaults"]["model"]
+            self.reason("model %s: the catalog default for %s" % (name, self.profile_name))
+        try:
+            self.model_name = cat.resolve_model(self.catalog, name)
+        except cat.CatalogError as exc:
+            _refuse("model", str(exc), "vllm_model", name)
+        self.model = self.catalog["models"][self.model_name]
+        self.model_rules = (self.profile.get("models") or {}).get(self.model_name) or {}
+        if bool(self.model.get("stand_in")) != bool(self.profile.get("stand_in")):
+            if self.profile.get("stand_in"):
+                stand_ins = [k for k, v in self.catalog["models"].items() if v.get("stand_in")]
+                _refuse("stand-in", "%s is a Gemma 4 NVFP4 checkpoint, which needs Blackwell FP4 tensor cores; the %s profile "
+                        "is a stand-in without a GPU; set vllm_model to one of: %s" % (
+                            self.model_name, self.profile_name, ", ".join(stand_ins)), "vllm_model", self.model_name)
+            real = [k for k, v in self.catalog["profiles"].items() if v.get("stand_in")]
+            _refuse("stand-in", "%s is a stand-in model for the %s profile only; set vllm_model to one of: %s (or vllm_profile=%s)" % (
+                self.model_name, ", ".join(real), ", ".join(cat.model_names(self.catalog, include_stand_ins=False)), real[0]),
+                "vllm_model", self.model_name)
+
+    def resolve_nodes(self):
+        self.node_count = _as_int(self.request, "node_count", minimum=1) or 1
+        self.node_index = _as_int(self.request, "node_index", minimum=0) or 0
+        if self.node_index >= self.node_count:
+            _refuse("cluster", "node index %d is outside a %d-node cluster; the vllm_cluster group must list every node" % (
+                self.node_index, self.node_count), "vllm_cluster")
+        self.cluster = self.node_count > 1
+        self.head_address = None
+        self.node_address = None
+        self.expert_parallel = self.cluster and bool(self.model.get("cluster_needs_expert_parallel"))
+        if not self.cluster:
+            self.executor = None
+            self.node_role = "single"
+            return
+        profiles = self.rules["cluster_profiles"]
+        if self.profile_name not in profiles:
+            _refuse("cluster", "clusters are documented only for %s; profile %s runs on one node, but the vllm_cluster group "
+                    "has %d hosts; use a single-node inventory (group vllm_single)" % (
+                        ", ".join(profiles), self.profile_name, self.node_count), "vllm_cluster", self.node_count)
+        sizes = [n for n in self.rules["cluster_sizes"] if n in (self.profile.get("node_counts") or [])]
+        if self.node_count not in sizes:
+            _refuse("cluster", "the tensor-parallel size equals the node count, and only %s nodes are supported; the vllm_cluster "
+                    "group has %d hosts; list %s hosts in it" % (
+                        " or ".join(str(s) for s in sizes), self.node_count, " or ".join(str(s) for s in sizes)),
+                    "vllm_cluster", self.node_count)
+        self.executor = _as_choice(self.request, "executor", EXECUTORS) or self.catalog["defaults"]["executor"]
+        self.node_role = "head" if self.node_index == 0 else "worker"
+        self.head_address = self.request.get("head_address")
+        if _unset(self.head_address):
+            _refuse("cluster", "a %d-node cluster needs the head's address on the cluster link; set vllm_cluster_link_ip "
+                    "(or ansible_host) on the first host of the vllm_cluster group" % self.node_count, "vllm_cluster_link_ip")
+        self.head_address = str(self.head_address).strip()
+        self.node_address = None if _unset(self.request.get("node_address")) else str(self.request["node_address"]).strip()
+
+    def resolve_release(self):
+        image = None if _unset(self.request.get("image")) else str(self.request["image"]).strip()
+        given = None if _unset(self.request.get("release")) else str(self.request["release"]).strip()
+        from_image = cat.release_from_image(image)
+        if given:
+            key = cat.release_key(self.catalog, given) or (given if given.startswith("v") else "v" + given)
+            if from_image and cat.version_tuple(from_image) != cat.version_tuple(key):
+                _refuse("release", "vllm_release %s contradicts the image tag %s (%s); set only one of vllm_image and vllm_release" % (
+                    given, image, from_image), "vllm_release", given)
+            how = "vllm_release"
+        elif image:
+            if not from_image:
+                _refuse("release", "cannot tell the vLLM release from the image %r (its tag is not a version); set vllm_release, "
+                        "e.g. vllm_release=%s" % (image, self.profile["default_release"]), "vllm_image", image)
+            key = cat.release_key(self.catalog, from_image) or from_image
+            how = "the image tag"
+        else:
+            key = self.profile.get("default_release") or self.catalog["defaults"]["release"]
+            how = None
+        if cat.version_tuple(key) is None:
+            _refuse("release", "%r is not a vLLM release; set vllm_release to one of: %s" % (key, ", ".join(self.plannable())),
+                    "vllm_release", key)
+        self.release_name = cat.release_key(self.catalog, key) or key
+        self.release = self.catalog["releases"].get(self.release_name)
+        if self.release is None:
+            self.warn("vLLM %s is not in the catalog: its known defects and baselines are unknown, so nothing is gated against "
+                      "it; the catalog knows %s" % (self.release_name, ", ".join(self.plannable())))
+            self.release = {"version": self.release_name.lstrip("v"), "image": "vllm/vllm-openai:%s" % self.release_name,
+                            "plannable": True, "defects": []}
+        elif not self.release.get("plannable"):
+            _refuse("release", "vLLM %s is in the catalog for its measurements only; set vllm_release to one of: %s" % (
+                self.release_name, ", ".join(self.plannable())), "vllm_release", self.release_name)
+        if bool(self.release.get("stand_in")) != bool(self.profile.get("stand_in")):
+            wanted = self.profile["default_release"]
+            _refuse("release", "vLLM %s does not run on the %s profile (it needs %s); set vllm_release=%s or leave it unset" % (
+                self.release_name, self.profile_name, wanted, wanted), "vllm_release", self.release_name)
+        self.image = image or self.release.get("image")
+        if how:
+            self.reason("vLLM %s: from %s" % (self.release_name, how))
+        else:
+            self.reason("vLLM %s: the release the catalog pins for %s" % (self.release_name, self.profile_name))
+        if self.cluster:
+            minimum = self.rules["min_release_multi_node"]
+            if not cat.release_at_least(self.release_name, minimum):
+                _refuse("multi-node-release", "multi-node needs vLLM %s or later: %s's shared-memory message queue can lose a "
+                        "wakeup across nodes and the engine dies with \"RPC call to sample_tokens timed out\"; set "
+                        "vllm_image=vllm/vllm-openai:%s (or later)" % (minimum, self.release_name, self.catalog["defaults"]["release"]),
+                        "vllm_image", self.release_name)
+
+    def plannable(self):
+        keys = [k for k, v in self.catalog["releases"].items() if v.get("plannable")]
+        return sorted(keys, key=lambda k: (bool(self.catalog["releases"][k].get("stand_in")), cat.version_tuple(k)))
+
+    def resolve_runtime(self):
+        self.runtime = _as_choice(self.request, "runtime", RUNTIMES) or self.profile.get("default_runtime") or \
+            self.catalog["defaults"]["runtime"]
+        if self.runtime == "compose" and not self.image:
+            _refuse("runtime", "vLLM %s has no container image in the catalog; set vllm_runtime=native" % self.release_name,
+                    "vllm_runtime", self.runtime)
+        if self.runtime == "native" and not self.release.get("pip") and not self.profile.get("stand_in"):
+            _refuse("runtime", "vLLM %s has no pip package in the catalog; set vllm_runtime=compose" % self.release_name,
+                    "vllm_runtime", self.runtime)
+
+    # -- drafter -----------------------------------------------------------------------
+
+    def context(self, drafter):
+        return {"node_count": self.node_count, "expert_parallel": self.expert_parallel, "drafter": drafter,
+                "model": self.model_name, "profile": self.profile_name}
+
+    def drafter_refusal(self, drafter):
+        """Why ``drafter`` cannot run in this configuration (a message), or None."""
+        if drafter == "none":
+            return None
+        if not cat.drafter_checkpoint(self.catalog, drafter, self.model_name):
+            has = [m for m in self.catalog["models"] if cat.drafter_checkpoint(self.catalog, drafter, m)]
+            valid = ["none"] + cat.drafters_for(self.catalog, self.model_name)
+            return ("%s has no %s drafter (%s exists for %s); set vllm_drafter to one of: %s" % (
+                self.model_name, drafter, drafter, ", ".join(has) or "no model", ", ".join(valid)), "drafter")
+        refused = (self.model_rules.get("refused_drafters") or {}).get(drafter)
+        if refused:
+            valid = ["none"] + [d for d in cat.drafters_for(self.catalog, self.model_name)
+                                if not (self.model_rules.get("refused_drafters") or {}).get(d)]
+            return ("%s + %s on %s: %s; set vllm_drafter to one of: %s" % (
+                self.model_name, drafter, self.profile_name, refused, ", ".join(valid)), "profile-drafter")
+        defects = _refusing_defects(self.catalog, self.release_name, self.context(drafter))
+        if not defects:
+            return None
+        works = _working_release(self.catalog, self.context(drafter))
+        fixes = [d["fix"] for d in defects if d.get("fix")]
+        if fixes:
+            fix = fixes[0]
+        elif works:
+            fix = "use vllm_image=vllm/vllm-openai:%s (on the head and every worker), or vllm_drafter=none" % works
+        else:
+            fix = "no vLLM release in the catalog runs it yet; set vllm_drafter=none"
+        where = "a %d-node cluster" % self.node_count if self.node_count > 1 else self.profile_name
+        summaries = "; and ".join(" ".join(d["summary"].split()) for d in defects)
+        return ("%s + %s on %s cannot start on vLLM %s: %s; %s" % (
+            self.model_name, drafter, where, self.release_name, summaries, fix),
+            "release-defect:%s" % "+".join(d["id"] for d in defects))
+
+    def resolve_drafter(self):
+        requested = _as_choice(self.request, "drafter", DRAFTER_CHOICES)
+        self.objective = _as_choice(self.request, "objective", OBJECTIVES) or self.catalog["defaults"]["objective"]
+        if requested is None:
+            default = self.model_rules.get("default_drafter") or self.profile.get("default_drafter") or "none"
+            refusal = self.drafter_refusal(default)
+            if refusal:
+                self.drafter = "none"
+                if default != "none":
+                    self.reason("drafter none: the %s default (%s) does not apply to %s" % (self.profile_name, default, self.model_name))
+            else:
+                self.drafter = default
+                if default != "none":
+                    self.reason("drafter %s: the shipped default on %s" % (default, self.profile_name))
+            return
+        if requested == "auto":
+            self.drafter = self.auto_drafter()
+            return
+        refusal = self.drafter_refusal(requested)
+        if refusal:
+            _refuse(refusal[1], refusal[0], "vllm_drafter", requested)
+        self.drafter = requested
+        if requested != "none":
+            self.reason("drafter %s: requested" % requested)
+
+    def auto_drafter(self):
+        metric = "single_stream_tok_s" if self.objective == "interactive" else "aggregate_8_tok_s"
+        label = "single-stream" if self.objective == "interactive" else "aggregate at 8 streams"
+        candidates = ["none"]
+        for drafter in cat.drafters_for(self.catalog, self.model_name):
+            refusal = self.drafter_refusal(drafter)
+            if refusal:
+                self.warn("vllm_drafter=auto skipped %s: %s" % (drafter, refusal[0]))
+            else:
+                candidates.append(drafter)
+        releases = [self.release_name] + sorted(
+            [k for k in self.catalog["releases"] if k != self.release_name], key=cat.version_tuple, reverse=True)
+        best_release, best_rows = None, {}
+        for release in releases:
+            rows = {}
+            for drafter in candidates:
+                row = cat.find_baseline(self.catalog, self.profile_name, self.model_name, drafter, self.node_count, release)
+                if row and cat.figure_low(row.get(metric)) is not None:
+                    rows[drafter] = row
+            if len(rows) > len(best_rows):
+                best_release, best_rows = release, rows
+            if len(rows) == len(candidates):
+                break
+        if not best_rows:
+            self.warn("vllm_drafter=auto: no %s measurement of %s on %s x%d; chose none" % (
+                label, self.model_name, self.profile_name, self.node_count))
+            return "none"
+        unmeasured = [d for d in candidates if d not in best_rows]
+        if unmeasured:
+            self.warn("vllm_drafter=auto compared only measured configurations; %s not measured on %s x%d" % (
+                ", ".join(unmeasured), self.profile_name, self.node_count))
+        chosen = None
+        for drafter in candidates:
+            if drafter in best_rows and (chosen is None or
+                                         cat.figure_low(best_rows[drafter][metric]) > cat.figure_low(best_rows[chosen][metric])):
+                chosen = drafter
+        figures = ", ".join("%s %s" % (d, _fmt(cat.figure_low(best_rows[d][metric]))) for d in candidates if d in best_rows)
+        self.reason("drafter %s: vllm_drafter=auto with objective %s picks the best measured %s tok/s for %s on %s x%d "
+                    "(vLLM %s: %s)" % (chosen, self.objective, label, self.model_name, self.profile_name, self.node_count,
+                                       best_release, figures))
+        return chosen
+
+    # -- settings ------------------------------------------------------------------------
+
+    def resolve_settings(self):
+        model, rules, profile = self.model, self.rules, self.profile
+        multimodal_model = bool(model.get("vision"))
+
+        # language-model-only
+        lmo = _as_bool(self.request, "language_model_only")
+        required_lmo = bool(self.model_rules.get("language_model_only"))
+        if lmo is None:
+            lmo = required_lmo
+            if lmo:
+                self.reason("--language-model-only: %s fits on %s only without the vision tower" % (self.model_name, self.profile_name))
+        else:
+            self.overridden.append("language_model_only")
+            if lmo:
+                self.reason("--language-model-only: requested (drops the vision encoder; image requests get a 400)")
+        if lmo and not multimodal_model:
+            self.warn("vllm_language_model_only has no effect: %s is text-only" % self.model_name)
+            lmo = False
+        self.language_model_only = lmo
+        self.vision = multimodal_model and not lmo
+
+        # max model len
+        limit = int(model["max_context"])
+        default_len = self.model_rules.get("max_model_len") or limit
+        by_drafter = (self.model_rules.get("max_model_len_by_drafter") or {}).get(self.drafter)
+        if by_drafter:
+            default_len = by_drafter
+        mml = _as_int(self.request, "max_model_len", minimum=1)
+        if mml is None:
+            mml = default_len
+            if mml == limit:
+                self.reason("--max-model-len %d: the full native context of %s" % (mml, self.model_name))
+            else:
+                self.reason("--max-model-len %d: what fits for %s%s on %s" % (
+                    mml, self.model_name, " + " + self.drafter if by_drafter else "", self.profile_name))
+        else:
+            self.overridden.append("max_model_len")
+            if mml > limit:
+                _refuse("max-model-len", "%s supports at most %d tokens of context; set vllm_max_model_len <= %d" % (
+                    self.model_name, limit, limit), "vllm_max_model_len", mml)
+            if mml > default_len:
+                self.warn("--max-model-len %d is above the %d measured for %s%s on %s: vLLM exits at startup if one full-length "
+                          "request does not fit in the KV cache" % (
+                              mml, default_len, self.model_name, " + " + self.drafter if by_drafter else "", self.profile_name))
+            self.reason("--max-model-len %d: requested" % mml)
+        vision_max = self.model_rules.get("vision_max_model_len")
+        if required_lmo and not lmo and vision_max and mml > vision_max:
+            _refuse("vision-fit", "%s on %s fits only without vision: with the vision tower its KV cache holds one %s-token request; "
+                    "set vllm_language_model_only=true (or vllm_max_model_len <= %d)" % (
+                        self.model_name, self.profile_name, _fmt(vision_max), vision_max), "vllm_language_model_only", False)
+        self.max_model_len = mml
+
+        # images and audio
+        images = _as_int(self.request, "images_per_prompt", minimum=1)
+        if images is not None and not self.vision:
+            self.warn("vllm_images_per_prompt is ignored: %s is served without vision" % self.model_name)
+        if images is None:
+            images = rules["images_per_prompt"]
+        elif self.vision:
+            self.overridden.append("images_per_prompt")
+            if images > rules["images_per_prompt"]:
+                self.warn("%d images per prompt is above the %d the baselines and load tests used" % (images, rules["images_per_prompt"]))
+        self.images_per_prompt = images if self.vision else 0
+        audio = _as_bool(self.request, "enable_audio")
+        if audio and not model.get("audio"):
+            audio_models = [k for k, v in self.catalog["models"].items() if v.get("audio")]
+            _refuse("audio", "%s has no audio input (audio is supported by %s); set vllm_enable_audio=false" % (
+                self.model_name, ", ".join(audio_models)), "vllm_enable_audio", True)
+        if audio and lmo:
+            _refuse("audio", "audio input needs the multimodal encoders, which --language-model-only drops; set "
+                    "vllm_enable_audio=false or vllm_language_model_only=false", "vllm_enable_audio", True)
+        self.audio = bool(model.get("audio")) and not lmo if audio is None else bool(audio)
+
+        # max-num-batched-tokens
+        default_mnbt = self.model_rules.get("max_num_batched_tokens") or profile["max_num_batched_tokens"]
+        mnbt = _as_int(self.request, "max_num_batched_tokens", minimum=1)
+        floor = rules["multimodal_min_num_batched_tokens"]
+        if mnbt is None:
+            if default_mnbt < floor and (self.vision or self.audio):
+                default_mnbt = profile["max_num_batched_tokens"]  # the text-only setting does not apply with the encoder
+            mnbt = default_mnbt
+            if mnbt != rules["max_num_batched_tokens"]:
+                self.reason("--max-num-batched-tokens %d: the %s setting for %s (the activation peak scales with it; "
+                            "every GiB saved goes to the KV cache)" % (mnbt, self.profile_name, self.model_name))
+            else:
+                self.reason("--max-num-batched-tokens %d: swept on all five models; lower only trades p99 ITL for KV cache"
+                            % mnbt)
+        else:
+            self.overridden.append("max_num_batched_tokens")
+            if mnbt < floor and (self.vision or self.audio):
+                _refuse("mnbt-floor", "--max-num-batched-tokens %d is below the %d floor of a multimodal Gemma 4 (vLLM refuses to "
+                        "start: max_tokens_per_mm_item %d is larger than max_num_batched_tokens); set vllm_max_num_batched_tokens "
+                        ">= %d, or vllm_language_model_only=true to drop the encoder" % (
+                            mnbt, floor, rules["mm_item_tokens"], floor), "vllm_max_num_batched_tokens", mnbt)
+            cap = profile.get("max_num_batched_tokens_max")
+            if cap and mnbt > cap:
+                _refuse("mnbt-cap", "--max-num-batched-tokens %d does not fit on %s: at 32768 the activation peak leaves 7.47 GiB "
+                        "of KV against the 8.85 GiB one full-context request needs; set vllm_max_num_batched_tokens <= %d "
+                        "(shipped: %d)" % (mnbt, self.profile_name, cap, default_mnbt), "vllm_max_num_batched_tokens", mnbt)
+            if mnbt < rules["max_num_batched_tokens"] and not profile.get("stand_in"):
+                self.warn("--max-num-batched-tokens %d below 32768: when a prefill chunk fills the budget it stalls decoding "
+                          "streams; p99 ITL measured 5-15x worse" % mnbt)
+            self.reason("--max-num-batched-tokens %d: requested" % mnbt)
+        self.mnbt = mnbt
+
+        # GPU memory utilization
+        default_util = profile["gpu_memory_utilization"]
+        util = _as_float(self.request, "gpu_memory_utilization")
+        if util is None:
+            util = default_util
+            if profile.get("unified_memory"):
+                self.reason("--gpu-memory-utilization %s: unified memory; higher fractions starve the host during KV "
+                            "allocation%s" % (util, " (a per-node fraction)" if self.cluster else ""))
+            elif profile.get("stand_in"):
+                self.reason("--gpu-memory-utilization %s: on the CPU build this is the fraction of host RAM" % util)
+            else:
+                self.reason("--gpu-memory-utilization %s: leaves headroom for CUDA graph capture" % util)
+        else:
+            self.overridden.append("gpu_memory_utilization")
+            if not 0 < util <= 1:
+                _refuse("gpu-util", "--gpu-memory-utilization must be a fraction in (0, 1], got %s; set vllm_gpu_memory_utilization "
+                        "to e.g. %s" % (util, default_util), "vllm_gpu_memory_utilization", util)
+            if profile.get("unified_memory") and util > rules["unified_memory_max_utilization"]:
+                cap = rules["unified_memory_max_utilization"]
+                _refuse("gpu-util-unified", "%s has unified memory: --gpu-memory-utilization %s starves the host during KV-cache "
+                        "allocation (0.92 needed a power cycle); set vllm_gpu_memory_utilization <= %s%s" % (
+                            self.profile_name, util, cap, " (per node)" if self.cluster else ""),
+                        "vllm_gpu_memory_utilization", util)
+            if util > default_util:
+                if profile.get("stand_in"):
+                    self.warn("--gpu-memory-utilization %s on the CPU build is a fraction of host RAM: only %s is measured "
+                              "(0.92 was refused)" % (util, default_util))
+                elif not profile.get("unified_memory"):
+                    self.warn("--gpu-memory-utilization %s is above %s: pushing it higher can OOM during CUDA graph capture "
+                              "after the KV cache is allocated" % (util, default_util))
+            self.reason("--gpu-memory-utilization %s: requested" % util)
+        self.gpu_util = util
+
+        # max-num-seqs
+        seqs = _as_int(self.request, "max_num_seqs", minimum=1)
+        if seqs is None:
+            seqs = rules["max_num_seqs"]
+            self.reason("--max-num-seqs %d: sized for a handful of concurrent clients" % seqs)
+        else:
+            self.overridden.append("max_num_seqs")
+            self.reason("--max-num-seqs %d: requested" % seqs)
+        self.max_num_seqs = seqs
+
+        # endpoint
+        self.port = _as_int(self.request, "port", minimum=1, maximum=65535) or self.catalog["defaults"]["port"]
+        served = self.request.get("served_name")
+        if _unset(served):
+            served = model["served_name"]
+        else:
+            served = str(served).strip()
+            if re.search(r"\s", served):
+                _refuse("served-name", "vllm_served_model_name %r contains whitespace; set a name such as %s" % (
+                    served, model["served_name"]), "vllm_served_model_name", served)
+            self.reason("--served-model-name %s: requested" % served)
+        self.served_name = served
+        api_key = self.request.get("api_key")
+        if not _unset(api_key):
+            if not isinstance(api_key, str) or re.search(r"\s", api_key) or len(api_key) < 8:
+                _refuse("api-key", "vllm_api_key must be a string of at least 8 characters without whitespace; set a longer key "
+                        "(its value is never shown)", "vllm_api_key")
+            self.secret_env.append("VLLM_API_KEY")
+            self.reason("API key: served through the VLLM_API_KEY secret (kept out of argv, environment and logs)")
+        if self.model.get("source") == "huggingface":
+            self.secret_env.insert(0, "HF_TOKEN")
+
+        self.extra_args = _as_arg_list(self.request)
+        if self.extra_args:
+            self.overridden.append("extra_args")
+
+    # -- extra args --------------------------------------------------------------------
+
+    def check_extra_args(self):
+        managed = self.rules.get("managed_flags") or {}
+        warn_flags = self.rules.get("warn_flags") or {}
+        refused_backends = [b.lower() for b in self.rules.get("refused_attention_backends") or []]
+        args = self.extra_args
+        for index, arg in enumerate(args):
+            if not arg.startswith("-"):
+                continue
+            flag, _sep, inline = arg.partition("=")
+            value = inline if _sep else (args[index + 1] if index + 1 < len(args) else "")
+            if flag == "-q":
+                flag = "--quantization"
+            if flag in managed:
+                _refuse("managed-flag", "vllm_extra_args must not set %s: the planner sets it from %s; set that instead and "
+                        "drop %s from vllm_extra_args" % (flag, managed[flag], flag), "vllm_extra_args", arg)
+            if flag == "--attention-backend" and value.lower() in refused_backends:
+                _refuse("attention-backend", "--attention-backend %s cannot start Gemma 4 here: FlashAttention supports neither "
+                        "the fp8 KV cache nor Gemma 4's multimodal PrefixLM attention, and FA3/FA4 are not built for sm_120/sm_121; "
+                        "remove it from vllm_extra_args (vLLM falls back to TRITON_ATTN by itself)" % value,
+                        "vllm_extra_args", arg)
+            if flag in warn_flags:
+                self.warn("%s in vllm_extra_args: %s" % (flag, " ".join(warn_flags[flag].split())))
+        if args:
+            self.reason("extra args appended as given: %s" % " ".join(args))
+
+    # -- assembly ----------------------------------------------------------------------
+
+    def speculative_config(self):
+        if self.drafter == "none":
+            return None
+        spec = self.catalog["drafters"][self.drafter]
+        config = {}
+        if spec.get("method_in_config"):
+            config["method"] = spec["method"]
+        config["model"] = cat.drafter_checkpoint(self.catalog, self.drafter, self.model_name)
+        config["num_speculative_tokens"] = int(spec["num_speculative_tokens"])
+        if spec.get("attention_backend"):
+            config["attention_backend"] = spec["attention_backend"]
+        if self.drafter == "dflash":
+            self.reason("--speculative-config DFlash k=%d with \"attention_backend\": \"%s\": vLLM does not pass the target's "
+                        "forced Triton backend to DFlash drafters" % (config["num_speculative_tokens"], spec["attention_backend"]))
+        else:
+            self.reason("--speculative-config MTP k=%d, method inferred from the assistant checkpoint" % config["num_speculative_tokens"])
+        return config
+
+    def serve_argv(self):
+        rules = self.rules
+        argv = [self.model["checkpoint"], "--served-model-name", self.served_name,
+                "--host", str(self.catalog["defaults"]["host"]), "--port", str(self.port),
+                "--max-model-len", str(self.max_model_len)]
+        if self.profile.get("fp8_kv_cache"):
+            argv += ["--kv-cache-dtype", rules["kv_cache_dtype"]]
+            self.reason("--kv-cache-dtype fp8: the checkpoint ships calibrated fp8 KV scales (~2x KV capacity)")
+        argv += ["--gpu-memory-utilization", str(self.gpu_util),
+                 "--max-num-batched-tokens", str(self.mnbt),
+                 "--max-num-seqs", str(self.max_num_seqs)]
+        if self.vision or self.audio:
+            limits = {}
+            if self.vision:
+                limits["image"] = self.images_per_prompt
+                self.reason("--limit-mm-per-prompt image %d: vision on (images before text in the content array)" % self.images_per_prompt)
+            if self.audio:
+                limits["audio"] = rules["audio_per_prompt"]
+                self.reason("--limit-mm-per-prompt audio %d: %s takes audio input" % (rules["audio_per_prompt"], self.model_name))
+            argv += ["--limit-mm-per-prompt", json.dumps(limits, separators=(", ", ": "))]
+        if self.language_model_only:
+            argv.append("--language-model-only")
+        if self.model.get("family") == "gemma4":
+            argv += ["--reasoning-parser", rules["reasoning_parser"], "--tool-call-parser", rules["tool_call_parser"]]
+            if rules.get("enable_auto_tool_choice"):
+                argv.append("--enable-auto-tool-choice")
+            self.reason("gemma4 reasoning and tool-call parsers with auto tool choice: Gemma 4's thinking and native tool calls")
+            self.reason("no --quantization: vLLM detects compressed-tensors and picks the fast NVFP4 kernel")
+        spec = self.speculative_config()
+        self.spec_config = spec
+        if spec:
+            argv += ["--speculative-config", json.dumps(spec, separators=(", ", ": "))]
+        if self.cluster:
+            argv += ["--tensor-parallel-size", str(self.node_count)]
+            self.reason("--tensor-parallel-size %d: one rank per node" % self.node_count)
+            if self.expert_parallel:
+                argv.append("--enable-expert-parallel")
+                self.reason("--enable-expert-parallel: TP would split each expert to a shape the NVFP4 MoE kernel cannot pad; "
+                            "with EP each rank holds whole experts")
+            if self.executor == "ray":
+                argv += ["--distributed-executor-backend", "ray"]
+                self.reason("--distributed-executor-backend ray: the nodes join one Ray cluster first")
+            else:
+                argv += ["--nnodes", str(self.node_count), "--node-rank", str(self.node_index), "--master-addr", self.head_address]
+                if self.node_role == "worker":
+                    argv.append("--headless")
+                self.reason("multiprocessing executor: --nnodes/--node-rank/--master-addr%s" % (
+                    ", --headless on workers" if self.node_role == "worker" else ""))
+        return argv + list(self.extra_args)
+
+    def ray_start_argv(self):
+        port = (self.profile.get("cluster") or {}).get("ray_port", 6379)
+        argv = ["--head", "--port", str(port)] if self.node_role == "head" else ["--address", "%s:%s" % (self.head_address, port)]
+        if self.node_address:
+            argv += ["--node-ip-address", self.node_address]
+        return argv + ["--block"]
+
+    def cluster_env(self):
+        cluster = self.profile.get("cluster") or {}
+        interface = self.request.get("cluster_interface")
+        hca = self.request.get("cluster_hca")
+        if _unset(interface):
+            interface = cluster.get("interface_placeholder")
+            self.warn("vllm_cluster_interface is unset: using the placeholder %s; set it to the node's 200G netdev" % interface)
+        if _unset(hca):
+            hca = cluster.get("hca_placeholder")
+            self.warn("vllm_cluster_hca is unset: using the placeholder %s; set it to the node's RoCE device" % hca)
+        if isinstance(hca, (list, tuple)):
+            hca = ",".join(str(h) for h in hca)
+        self.env.update({"NCCL_SOCKET_IFNAME": str(interface), "GLOO_SOCKET_IFNAME": str(interface), "NCCL_IB_HCA": str(hca)})
+        if self.node_address:
+            self.env["VLLM_HOST_IP"] = self.node_address
+        self.reason("NCCL over RoCE: NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME=%s, NCCL_IB_HCA=%s" % (interface, hca))
+
+    def apply_release_defects(self):
+        for defect in (self.release.get("defects") or []):
+            if not _defect_applies(defect, self.context(self.drafter)):
+                continue
+            action = defect.get("action")
+            summary = " ".join(defect.get("summary", "").split())
+            if action == "refuse":  # already refused in resolve_drafter for drafter defects; this covers the rest
+                fix = defect.get("fix") or "see the catalog's releases section"
+                _refuse("release-defect:%s" % defect["id"], "vLLM %s cannot run this: %s; %s" % (self.release_name, summary, fix),
+                        "vllm_image", self.release_name)
+            elif action == "env":
+                for key, value in (defect.get("env") or {}).items():
+                    self.env[key] = str(value)
+                    self.reason("%s=%s: vLLM %s needs it (%s)" % (key, value, self.release_name, defect["id"]))
+            elif action == "warn":
+                self.warn("vLLM %s: %s" % (self.release_name, summary))
+
+    def expected(self):
+        row = cat.find_baseline(self.catalog, self.profile_name, self.model_name, self.drafter, self.node_count, self.release_name)
+        if row is None:
+            self.warn("no catalog baseline for %s%s on %s x%d with vLLM %s: throughput will be measured, not gated" % (
+                self.model_name, "" if self.drafter == "none" else " + " + self.drafter, self.profile_name, self.node_count,
+                self.release_name))
+            return None
+        expected = cat.expected_from_baseline(row)
+        tuned = [k for k in TUNING_KEYS if k in self.overridden]
+        if tuned:
+            self.warn("expected figures were measured with the catalog defaults; %s override%s may move them" % (
+                ", ".join(VARIABLES[k] for k in tuned), "" if len(tuned) == 1 else "s"))
+        return expected
+
+    def build(self):
+        self.resolve_profile()
+        self.resolve_model()
+        self.resolve_nodes()
+        self.resolve_release()
+        self.resolve_runtime()
+        self.resolve_drafter()
+        self.resolve_settings()
+        self.check_extra_args()
+        self.apply_release_defects()
+        if self.model_rules.get("first_start_fails"):
+            self.warn("%s on %s: the first start compiles from scratch, gets too little KV cache and exits; the restart "
+                      "(restart policy) loads the compile cache and comes up" % (self.model_name, self.profile_name))
+        for key, value in (self.profile.get("env") or {}).items():
+            self.env[key] = str(value)
+            if key == "HF_HUB_OFFLINE":
+                self.reason("HF_HUB_OFFLINE=1: the stand-in model is generated locally, never downloaded")
+        argv = self.serve_argv()
+        entrypoint = list(SERVE_ENTRYPOINT)
+        ray_argv = None
+        if self.cluster:
+            self.cluster_env()
+            if self.executor == "ray":
+                ray_argv = self.ray_start_argv()
+                if self.node_role == "worker":
+                    entrypoint, argv = list(RAY_ENTRYPOINT), list(ray_argv)
+                    self.reason("Ray worker: joins the head's Ray cluster; the head runs vllm serve for every node")
+        expected = self.expected()
+        model = copy.deepcopy(self.model)
+        model["short"] = self.model_name
+        plan = {
+            "image": self.image,
+            "entrypoint": entrypoint,
+            "argv": argv,
+            "env": dict(sorted(self.env.items())),
+            "secret_env": list(self.secret_env),
+            "node_role": self.node_role,
+            "node_index": self.node_index,
+            "node_count": self.node_count,
+            "executor": self.executor,
+            "head_address": self.head_address if self.cluster else None,
+            "expected": expected,
+            "warnings": list(self.warnings),
+            "reasons": list(self.reasons),
+            "model": model,
+            "drafter": self.drafter,
+            "objective": self.objective,
+            "speculative_config": self.spec_config,
+            "profile": self.profile_name,
+            "release": self.release_name,
+            "pip": self.release.get("pip"),
+            "port": self.port,
+            "served_name": self.served_name,
+            "runtime": self.runtime,
+            "settings": {
+                "max_model_len": self.max_model_len,
+                "max_num_batched_tokens": self.mnbt,
+                "gpu_memory_utilization": self.gpu_util,
+                "max_num_seqs": self.max_num_seqs,
+                "language_model_only": self.language_model_only,
+                "images_per_prompt": self.images_per_prompt,
+                "audio": self.audio,
+                "tensor_parallel_size": self.node_count,
+                "expert_parallel": self.expert_parallel,
+            },
+            "stand_in": bool(self.profile.get("stand_in") or self.model.get("stand_in")),
+        }
+        if ray_argv is not None:
+            plan["ray_start_argv"] = ray_argv
+        if self.cluster and self.node_role == "worker" and self.executor == "ray":
+            plan["serve_argv"] = None
+        return plan
+
+
+def plan(catalog, request):
+    """Plan one node. Returns the plan contract dict; raises PlanError on refusal."""
+    return _Planner(catalog, request or {}).build()
+
+
+def plan_cluster(catalog, request, node_addresses=None):
+    """Plan every node of a cluster (``request['node_count']`` nodes), head first."""
+    count = int(request.get("node_count") or 1)
+    plans = []
+    for index in range(count):
+        node_request = dict(request)
+        node_request["node_index"] = index
+        if node_addresses:
+            node_request["node_address"] = node_addresses[index]
+        plans.append(plan(catalog, node_request))
+    return plans
+
+
+def shell_command(plan_dict):
+    """The plan as one shell-quoted command line (for display only)."""
+    return " ".join(_shell_quote(part) for part in list(plan_dict["entrypoint"]) + list(plan_dict["argv"]))
+
+
+def _figure_text(value):
+    if isinstance(value, (list, tuple)):
+        return "%s-%s" % (_fmt(value[0]), _fmt(value[1]))
+    return _fmt(value)
+
+
+def summarize(plan_dict, host=None):
+    """A readable per-node summary, one string per line."""
+    lines = []
+    role = plan_dict["node_role"]
+    where = "single node" if role == "single" else "%s, node %d of %d, executor %s" % (
+        role, plan_dict["node_index"] + 1, plan_dict["node_count"], plan_dict["executor"])
+    lines.append("%s%s%s on %s (%s)" % ("%s: " % host if host else "", plan_dict["model"]["short"],
+                                        "" if plan_dict["drafter"] == "none" else " + " + plan_dict["drafter"],
+                                        plan_dict["profile"], where))
+    lines.append("image: %s (vLLM %s, runtime %s)" % (plan_dict["image"] or "none, native venv: %s" % plan_dict.get("pip"),
+                                                      plan_dict["release"], plan_dict["runtime"]))
+    lines.append("command: %s" % shell_command(plan_dict))
+    if plan_dict["env"]:
+        lines.append("env: %s" % " ".join("%s=%s" % kv for kv in sorted(plan_dict["env"].items())))
+    if plan_dict["secret_env"]:
+        lines.append("secrets (0600 env file only): %s" % ", ".join(plan_dict["secret_env"]))
+    expected = plan_dict.get("expected")
+    if expected:
+        parts = []
+        if expected.get("single_stream_tok_s") is not None:
+            parts.append("%s tok/s single-stream" % _figure_text(expected["single_stream_tok_s"]))
+        if expected.get("aggregate_8_tok_s") is not None:
+            parts.append("%s tok/s at 8 streams" % _figure_text(expected["aggregate_8_tok_s"]))
+        if expected.get("kv_cache_tokens") is not None:
+            parts.append("%s KV tokens" % _figure_text(expected["kv_cache_tokens"]))
+        if expected.get("acceptance") is not None:
+            parts.append("%s%% acceptance" % _figure_text(expected["acceptance"]))
+        lines.append("expected: %s [%s]" % (", ".join(parts), expected["source"]))
+    else:
+        lines.append("expected: none in the catalog (measured, not gated)")
+    for warning in plan_dict["warnings"]:
+        lines.append("WARNING: %s" % warning)
+    return lines

@@ -1,0 +1,297 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 sparkfleet.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Documentation only: sparkfleet.vllm.plan is an action plugin (plugins/action/plan.py)
+# that runs on the controller; the planning logic is plugins/module_utils/planner.py.
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: plan
+short_description: Plan the exact C(vllm serve) invocation for Gemma 4 on Blackwell, or refuse
+version_added: 1.0.0
+description:
+  - Turns a few choices (model, drafter, hardware profile, cluster size, vLLM release, overrides) into the
+    image, the full C(vllm serve) argument list, the environment, the catalog's expected throughput for
+    exactly this configuration, warnings and a one-line reason for every choice.
+  - Every rule comes from the collection's catalog (C(data/catalog.yml)); a configuration the reference
+    measurements show cannot work is refused with a message naming the rule, the value and the fix.
+  - Runs entirely on the controller and never contacts the managed host, so nothing changes on any host
+    when planning fails.
+  - Options left unset take the catalog's defaults for the hardware profile.
+  - On a cluster (a host in the O(cluster_group) inventory group) the first host of the group is the head.
+    The head gets the full serve argv; under O(executor=mp) workers run C(vllm serve ... --headless
+    --node-rank N); under O(executor=ray) a worker's RV(plan.entrypoint) is C(ray start) and RV(plan.argv)
+    joins the head's Ray cluster.
+author:
+  - sparkfleet.vllm contributors (@sparkfleet)
+options:
+  model:
+    description:
+      - Model short name (V(31b), V(26b-a4b), V(12b), V(e4b), V(e2b), or the stand-in V(tiny)), any case;
+        a checkpoint id or served name also works. Unset means the catalog default (V(26b-a4b); V(tiny) on
+        the V(cpu) stand-in profile).
+    type: str
+  drafter:
+    description:
+      - Speculative decoding drafter. V(auto) picks the best measured option for O(objective).
+      - Unset means the profile's shipped default (MTP on the RTX 5090, none elsewhere).
+    type: str
+    choices: [none, mtp, dflash, auto]
+  profile:
+    description:
+      - Hardware profile (V(rtx_pro_6000), V(rtx_5090), V(dgx_spark), or the stand-in V(cpu)).
+    type: str
+  gpu_name:
+    description:
+      - GPU name as C(nvidia-smi) reports it; picks the profile when O(profile) is unset.
+    type: str
+  node_count:
+    description:
+      - Number of nodes. Unset means the size of the O(cluster_group) group when the host is in it, else 1.
+    type: int
+  node_index:
+    description:
+      - This host's place in the cluster, 0 being the head. Unset means its position in O(cluster_group).
+    type: int
+  cluster_group:
+    description:
+      - Inventory group whose members form one tensor-parallel cluster.
+    type: str
+    default: vllm_cluster
+  head_address:
+    description:
+      - Head's address on the cluster link. Unset means the head's C(vllm_cluster_link_ip) or C(ansible_host).
+    type: str
+  node_address:
+    description:
+      - This node's address on the cluster link. Unset means its C(vllm_cluster_link_ip) or C(ansible_host).
+    type: str
+  cluster_interface:
+    description:
+      - Netdev of the cluster link (NCCL and Gloo socket interface). Unset uses a placeholder and warns.
+    type: str
+  cluster_hca:
+    description:
+      - RoCE device of the cluster link (C(NCCL_IB_HCA)). Unset uses a placeholder and warns.
+    type: str
+  image:
+    description:
+      - Container image; the release is read from its tag (V(vllm/vllm-openai:v0.29.0)).
+    type: str
+  release:
+    description:
+      - vLLM release (V(v0.30.0)). Needed when the image tag is not a version.
+    type: str
+  executor:
+    description:
+      - Distributed executor on a cluster.
+    type: str
+    choices: [ray, mp]
+  objective:
+    description:
+      - What O(drafter=auto) optimizes, single-stream (V(interactive)) or 8-stream aggregate (V(throughput)).
+    type: str
+    choices: [interactive, throughput]
+  runtime:
+    description:
+      - How the plan will be run, a container (V(compose)) or a virtualenv with systemd (V(native)).
+    type: str
+    choices: [compose, native]
+  max_model_len:
+    description:
+      - Override C(--max-model-len). At most the model's context.
+    type: int
+  max_num_batched_tokens:
+    description:
+      - Override C(--max-num-batched-tokens). Never below 4096 unless language-model-only.
+    type: int
+  gpu_memory_utilization:
+    description:
+      - Override C(--gpu-memory-utilization). At most 0.78 on unified memory.
+    type: float
+  max_num_seqs:
+    description:
+      - Override C(--max-num-seqs).
+    type: int
+  language_model_only:
+    description:
+      - Drop the vision encoder (C(--language-model-only)).
+    type: bool
+  enable_audio:
+    description:
+      - Accept one audio clip per prompt. Unset means on for models with audio input (E4B, E2B).
+    type: bool
+  images_per_prompt:
+    description:
+      - Images per prompt (C(--limit-mm-per-prompt)). Unset means 4.
+    type: int
+  port:
+    description:
+      - API port. Unset means 8000.
+    type: int
+  served_name:
+    description:
+      - Name clients use in the C(model) field. Unset means the catalog's served name.
+    type: str
+  api_key:
+    description:
+      - API key. Only validated; the plan lists C(VLLM_API_KEY) in RV(plan.secret_env) and never carries the value.
+    type: str
+  extra_args:
+    description:
+      - Extra C(vllm serve) arguments, appended after the planned ones and checked against the same rules.
+    type: list
+    elements: str
+  catalog_path:
+    description:
+      - Catalog file to read instead of the collection's C(data/catalog.yml).
+    type: path
+  plan_dir:
+    description:
+      - Controller directory for the plan file C(<plan_dir>/<inventory_hostname>.json), relative to where
+        C(ansible-playbook) runs. Reported as RV(plan_file); written when O(write=true).
+    type: path
+  write:
+    description:
+      - Write the plan as JSON to RV(plan_file) on the controller (atomically, mode 0644), only when its
+        content differs. In check mode nothing is written and the result says whether it would change.
+    type: bool
+    default: false
+extends_documentation_fragment:
+  - action_common_attributes
+  - action_common_attributes.conn
+  - action_common_attributes.flow
+attributes:
+  action:
+    support: full
+  async:
+    support: none
+  become:
+    support: none
+  bypass_host_loop:
+    support: none
+  check_mode:
+    support: full
+    details: Check mode plans exactly as a normal run does and writes no plan file.
+  connection:
+    support: none
+  delegation:
+    support: none
+    details: The plan is computed on the controller for the inventory host; delegation has no effect.
+  diff_mode:
+    support: none
+  idempotent:
+    description: When run twice in a row with the same arguments and catalog, the second run returns the same plan and no change.
+    support: full
+  platform:
+    platforms: all
+notes:
+  - The catalog is read and the plan file written on the controller; the managed host is never contacted.
+seealso:
+  - name: Planner guide
+    description: Every rule the planner applies and why.
+    link: https://github.com/sparkfleet/vllm/blob/main/docs/planner.md
+"""
+
+EXAMPLES = r"""
+- name: Plan the shipped default for this host's profile and write plans/<host>.json
+  sparkfleet.vllm.plan:
+    profile: rtx_pro_6000
+    plan_dir: plans
+    write: true
+  register: serve_plan
+
+- name: Plan the 31B with DFlash on a four-Spark cluster (hosts in group vllm_cluster)
+  sparkfleet.vllm.plan:
+    profile: dgx_spark
+    model: 31b
+    drafter: dflash
+    executor: ray
+    cluster_interface: enp1s0f0np0
+    cluster_hca: rocep1s0f0
+
+- name: Let the catalog pick the drafter for throughput on an RTX 5090
+  sparkfleet.vllm.plan:
+    profile: rtx_5090
+    model: 12b
+    drafter: auto
+    objective: throughput
+"""
+
+RETURN = r"""
+plan:
+  description: The plan contract every runtime role reads.
+  returned: success
+  type: dict
+  contains:
+    image:
+      description: Container image (null for the native CPU stand-in).
+      type: str
+      sample: vllm/vllm-openai:v0.30.0
+    entrypoint:
+      description: Command the argv follows, C([vllm, serve]) or C([ray, start]) for a Ray worker.
+      type: list
+      elements: str
+      sample: [vllm, serve]
+    argv:
+      description: Arguments after the entrypoint; for C(vllm serve) the checkpoint first.
+      type: list
+      elements: str
+      sample: [unsloth/gemma-4-26B-A4B-it-NVFP4, --served-model-name, gemma-4-26b-a4b, --port, "8000"]
+    env:
+      description: Non-secret environment variables.
+      type: dict
+      sample: {}
+    secret_env:
+      description: Names of secret variables whose values belong only in a 0600 env file.
+      type: list
+      elements: str
+      sample: [HF_TOKEN]
+    node_role:
+      description: V(single), V(head) or V(worker).
+      type: str
+      sample: single
+    expected:
+      description: Catalog baseline for exactly this configuration, or null.
+      type: dict
+      sample: {single_stream_tok_s: 216.3, aggregate_8_tok_s: 1150, kv_cache_tokens: null, acceptance: null}
+    warnings:
+      description: Warnings about the plan.
+      type: list
+      elements: str
+      sample: []
+    reasons:
+      description: One line per planned choice and why.
+      type: list
+      elements: str
+      sample: ["--kv-cache-dtype fp8: the checkpoint ships calibrated fp8 KV scales (~2x KV capacity)"]
+    release:
+      description: vLLM release.
+      type: str
+      sample: v0.30.0
+summary:
+  description: Readable summary, one line per item.
+  returned: success
+  type: list
+  elements: str
+  sample: ["26b-a4b on rtx_pro_6000 (single node)"]
+plan_file:
+  description: Absolute path of C(<plan_dir>/<inventory_hostname>.json) when O(plan_dir) is given.
+  returned: success and plan_dir given
+  type: str
+  sample: /home/user/sparkfleet/plans/localhost.json
+refused:
+  description: True when the planner refused the configuration.
+  returned: failure
+  type: bool
+  sample: true
+rule:
+  description: The rule that refused the configuration.
+  returned: failure
+  type: str
+  sample: max-model-len
+"""

@@ -1,0 +1,473 @@
+"""The serve planner: golden plans for every configuration the notes document
+as working, refusals for every one they document as failing, and bad input.
+
+Expected flags are written here from the notes, not read from the catalog, so a
+wrong catalog value or planner rule fails these tests. The `cpu` profile and
+`tiny` model are stand-ins (vLLM's CPU build, a tiny random model).
+"""
+import json
+
+import pytest
+
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import planner
+
+CHECKPOINTS = {
+    "31b": "unsloth/gemma-4-31B-it-NVFP4",
+    "26b-a4b": "unsloth/gemma-4-26B-A4B-it-NVFP4",
+    "12b": "unsloth/gemma-4-12b-it-NVFP4",
+    "e4b": "unsloth/gemma-4-E4B-it-NVFP4",
+    "e2b": "unsloth/gemma-4-E2B-it-NVFP4",
+}
+DRAFTERS = {
+    ("31b", "mtp"): "google/gemma-4-31B-it-assistant",
+    ("26b-a4b", "mtp"): "google/gemma-4-26B-A4B-it-assistant",
+    ("12b", "mtp"): "google/gemma-4-12B-it-assistant",
+    ("e4b", "mtp"): "google/gemma-4-E4B-it-assistant",
+    ("e2b", "mtp"): "google/gemma-4-E2B-it-assistant",
+    ("31b", "dflash"): "z-lab/gemma-4-31B-it-DFlash",
+    ("26b-a4b", "dflash"): "z-lab/gemma-4-26B-A4B-it-DFlash",
+    ("12b", "dflash"): "z-lab/gemma4-12B-it-DFlash",
+}
+CONTEXT = {"31b": 262144, "26b-a4b": 262144, "12b": 262144, "e4b": 131072, "e2b": 131072}
+UTIL = {"rtx_pro_6000": "0.92", "rtx_5090": "0.92", "dgx_spark": "0.78"}
+MNBT = {"rtx_pro_6000": "32768", "rtx_5090": "8192", "dgx_spark": "32768"}
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return cat.load_catalog()
+
+
+def flag(argv, name):
+    """Value after ``name`` in argv (None when absent); asserts it appears at most once."""
+    assert argv.count(name) <= 1, "%s appears twice in %s" % (name, argv)
+    return argv[argv.index(name) + 1] if name in argv else None
+
+
+def make(catalog, **request):
+    return planner.plan(catalog, request)
+
+
+# --- golden: single node ---------------------------------------------------------
+
+SINGLE = []
+for _profile in ("rtx_pro_6000", "rtx_5090", "dgx_spark"):
+    for _model in CHECKPOINTS:
+        for _drafter in ("none", "mtp", "dflash"):
+            if _drafter != "none" and (_model, _drafter) not in DRAFTERS:
+                continue
+            if (_profile, _model, _drafter) == ("rtx_5090", "31b", "dflash"):
+                continue  # documented failure, refused below
+            SINGLE.append((_profile, _model, _drafter))
+
+
+@pytest.mark.parametrize("profile,model,drafter", SINGLE, ids=["-".join(c) for c in SINGLE])
+def test_single_node_golden(catalog, profile, model, drafter):
+    plan = make(catalog, profile=profile, model=model, drafter=drafter)
+    argv = plan["argv"]
+    assert argv[0] == CHECKPOINTS[model], "the checkpoint comes first"
+    assert plan["entrypoint"] == ["vllm", "serve"] and plan["node_role"] == "single"
+    assert plan["image"] == "vllm/vllm-openai:v0.30.0" and plan["release"] == "v0.30.0"
+    assert flag(argv, "--kv-cache-dtype") == "fp8"
+    assert flag(argv, "--gpu-memory-utilization") == UTIL[profile]
+    assert flag(argv, "--max-num-seqs") == "64"
+    assert flag(argv, "--reasoning-parser") == "gemma4" and flag(argv, "--tool-call-parser") == "gemma4"
+    assert "--enable-auto-tool-choice" in argv
+    assert "--quantization" not in argv and "-q" not in argv
+    assert "--tensor-parallel-size" not in argv and "--enable-expert-parallel" not in argv
+    assert flag(argv, "--port") == "8000"
+    if (profile, model) == ("rtx_5090", "31b"):
+        # 31B on the 5090: text-only, MNBT 2048, 65,536 context (49,152 with MTP)
+        assert "--language-model-only" in argv and "--limit-mm-per-prompt" not in argv
+        assert flag(argv, "--max-num-batched-tokens") == "2048"
+        assert flag(argv, "--max-model-len") == ("49152" if drafter == "mtp" else "65536")
+    else:
+        assert "--language-model-only" not in argv
+        assert flag(argv, "--max-num-batched-tokens") == MNBT[profile]
+        assert flag(argv, "--max-model-len") == str(CONTEXT[model])
+        limits = json.loads(flag(argv, "--limit-mm-per-prompt"))
+        assert limits == ({"image": 4, "audio": 1} if model in ("e4b", "e2b") else {"image": 4})
+    spec = flag(argv, "--speculative-config")
+    if drafter == "none":
+        assert spec is None and plan["drafter"] == "none"
+    else:
+        spec = json.loads(spec)
+        assert spec["model"] == DRAFTERS[(model, drafter)]
+        if drafter == "dflash":
+            assert spec == {"method": "dflash", "model": DRAFTERS[(model, drafter)], "num_speculative_tokens": 8,
+                            "attention_backend": "triton_attn"}
+        else:
+            assert spec == {"model": DRAFTERS[(model, drafter)], "num_speculative_tokens": 2}, "MTP infers its method"
+    assert "VLLM_USE_V2_MODEL_RUNNER" not in plan["env"], "v0.29.0+ runs the V2 model runner by default"
+    assert plan["secret_env"] == ["HF_TOKEN"]
+    assert all(isinstance(a, str) for a in argv)
+
+
+# (profile, model, drafter) -> single-stream tok/s the notes publish for v0.30.0
+EXPECTED_V030 = {
+    ("rtx_pro_6000", "26b-a4b", "none"): 216.3,
+    ("rtx_pro_6000", "31b", "dflash"): 120.1,
+    ("rtx_pro_6000", "12b", "mtp"): 197.0,
+    ("rtx_5090", "26b-a4b", "mtp"): 279.0,
+    ("rtx_5090", "31b", "none"): 57.3,
+    ("rtx_5090", "e2b", "mtp"): 340.8,
+    ("dgx_spark", "26b-a4b", "none"): 47.7,
+    ("dgx_spark", "31b", "dflash"): [17.9, 19.6],
+    ("dgx_spark", "e4b", "mtp"): 64.0,
+}
+
+
+@pytest.mark.parametrize("key", sorted(EXPECTED_V030), ids=["-".join(k) for k in sorted(EXPECTED_V030)])
+def test_expected_is_the_exact_baseline(catalog, key):
+    profile, model, drafter = key
+    plan = make(catalog, profile=profile, model=model, drafter=drafter)
+    assert plan["expected"]["single_stream_tok_s"] == EXPECTED_V030[key]
+    assert "v0.30.0" in plan["expected"]["source"]
+
+
+def test_expected_is_null_with_a_warning_when_unmeasured(catalog):
+    plan = make(catalog, profile="rtx_pro_6000", model="e4b", drafter="mtp")
+    assert plan["expected"] is None
+    assert any("measured, not gated" in w for w in plan["warnings"])
+
+
+def test_expected_uses_the_release_exactly(catalog):
+    plan = make(catalog, profile="rtx_pro_6000", model="26b-a4b", image="vllm/vllm-openai:v0.29.0")
+    assert plan["expected"]["single_stream_tok_s"] == 228.6 and plan["release"] == "v0.29.0"
+    plan = make(catalog, profile="rtx_pro_6000", model="26b-a4b", release="v0.27.0")
+    assert plan["expected"] is None
+
+
+def test_shipped_defaults(catalog):
+    plan = make(catalog, profile="rtx_pro_6000")
+    assert plan["model"]["short"] == "26b-a4b" and plan["drafter"] == "none" and plan["served_name"] == "gemma-4-26b-a4b"
+    plan = make(catalog, profile="rtx_5090")
+    assert plan["model"]["short"] == "26b-a4b" and plan["drafter"] == "mtp"
+    assert flag(plan["argv"], "--max-model-len") == "262144" and flag(plan["argv"], "--max-num-batched-tokens") == "8192"
+    plan = make(catalog, profile="dgx_spark")
+    assert plan["drafter"] == "none" and flag(plan["argv"], "--gpu-memory-utilization") == "0.78"
+    assert plan["runtime"] == "compose" and plan["port"] == 8000
+
+
+def test_v030_slowdown_is_a_warning_on_rtx_only(catalog):
+    warned = make(catalog, profile="rtx_pro_6000", model="e2b")["warnings"]
+    assert any("0.25 ms" in w for w in warned)
+    assert not any("0.25 ms" in w for w in make(catalog, profile="rtx_pro_6000", model="12b")["warnings"])
+    assert not any("0.25 ms" in w for w in make(catalog, profile="dgx_spark", model="e2b")["warnings"])
+
+
+@pytest.mark.parametrize("release,needed", [("v0.26.0", True), ("v0.27.0", True), ("v0.29.0", False), ("v0.30.0", False)])
+def test_v2_model_runner_only_where_the_release_needs_it(catalog, release, needed):
+    plan = make(catalog, profile="rtx_pro_6000", model="26b-a4b", drafter="mtp", release=release)
+    assert (plan["env"].get("VLLM_USE_V2_MODEL_RUNNER") == "1") is needed
+    plain = make(catalog, profile="rtx_pro_6000", model="26b-a4b", drafter="dflash", release=release)
+    assert "VLLM_USE_V2_MODEL_RUNNER" not in plain["env"]
+
+
+# --- golden: clusters -----------------------------------------------------------
+
+CLUSTER = []
+for _nodes in (2, 4):
+    for _model in CHECKPOINTS:
+        for _drafter in ("none", "mtp", "dflash"):
+            if _drafter != "none" and (_model, _drafter) not in DRAFTERS:
+                continue
+            if _model == "26b-a4b" and _drafter != "none":
+                continue  # refused on stock v0.30.0, tested below
+            for _executor in ("ray", "mp"):
+                CLUSTER.append((_nodes, _model, _drafter, _executor))
+
+
+@pytest.mark.parametrize("nodes,model,drafter,executor", CLUSTER, ids=["%dn-%s-%s-%s" % c for c in CLUSTER])
+def test_cluster_golden(catalog, nodes, model, drafter, executor):
+    addresses = ["192.0.2.10%d" % (i + 1) for i in range(nodes)]
+    request = {"profile": "dgx_spark", "model": model, "drafter": drafter, "node_count": nodes, "executor": executor,
+               "head_address": addresses[0], "cluster_interface": "enp1s0f1np1", "cluster_hca": "rocep1s0f1"}
+    plans = planner.plan_cluster(catalog, request, addresses)
+    head, workers = plans[0], plans[1:]
+    assert head["node_role"] == "head" and all(w["node_role"] == "worker" for w in workers)
+    argv = head["argv"]
+    assert argv[0] == CHECKPOINTS[model] and head["entrypoint"] == ["vllm", "serve"]
+    assert flag(argv, "--tensor-parallel-size") == str(nodes)
+    assert ("--enable-expert-parallel" in argv) is (model == "26b-a4b")
+    assert flag(argv, "--gpu-memory-utilization") == "0.78" and flag(argv, "--max-num-batched-tokens") == "32768"
+    assert flag(argv, "--kv-cache-dtype") == "fp8" and "--enable-auto-tool-choice" in argv
+    assert json.loads(flag(argv, "--limit-mm-per-prompt"))["image"] == 4
+    if drafter != "none":
+        assert json.loads(flag(argv, "--speculative-config"))["model"] == DRAFTERS[(model, drafter)]
+    for plan in plans:
+        assert plan["env"]["NCCL_SOCKET_IFNAME"] == "enp1s0f1np1" and plan["env"]["NCCL_IB_HCA"] == "rocep1s0f1"
+        assert plan["node_count"] == nodes and plan["executor"] == executor
+        assert plan["env"]["VLLM_HOST_IP"] == addresses[plan["node_index"]]
+        assert plan["warnings"] == [] or all("placeholder" not in w for w in plan["warnings"])
+    if executor == "ray":
+        assert flag(argv, "--distributed-executor-backend") == "ray" and "--nnodes" not in argv
+        assert head["ray_start_argv"][:3] == ["--head", "--port", "6379"]
+        for worker in workers:
+            assert worker["entrypoint"] == ["ray", "start"]
+            assert flag(worker["argv"], "--address") == "%s:6379" % addresses[0]
+    else:
+        assert "--distributed-executor-backend" not in argv and "--headless" not in argv
+        assert (flag(argv, "--nnodes"), flag(argv, "--node-rank"), flag(argv, "--master-addr")) == (str(nodes), "0", addresses[0])
+        for index, worker in enumerate(workers, start=1):
+            wargv = worker["argv"]
+            assert worker["entrypoint"] == ["vllm", "serve"] and wargv[0] == CHECKPOINTS[model]
+            assert "--headless" in wargv and flag(wargv, "--node-rank") == str(index)
+            assert flag(wargv, "--tensor-parallel-size") == str(nodes)
+
+
+@pytest.mark.parametrize("nodes,model,drafter,single", [
+    (2, "31b", "dflash", 33.5), (2, "e2b", "mtp", 108.2), (2, "26b-a4b", "none", 61.6),
+    (4, "31b", "dflash", 48.0), (4, "12b", "mtp", 62.4), (4, "e4b", "none", 65.9),
+])
+def test_cluster_expected(catalog, nodes, model, drafter, single):
+    plan = make(catalog, profile="dgx_spark", model=model, drafter=drafter, node_count=nodes, head_address="192.0.2.101")
+    assert plan["expected"]["single_stream_tok_s"] == single
+
+
+def test_cluster_26b_dflash_runs_on_v029(catalog):
+    plan = make(catalog, profile="dgx_spark", model="26b-a4b", drafter="dflash", node_count=2, head_address="192.0.2.101",
+                image="vllm/vllm-openai:v0.29.0")
+    assert "--enable-expert-parallel" in plan["argv"] and plan["expected"]["single_stream_tok_s"] == 75.6
+
+
+def test_cluster_placeholders_warn(catalog):
+    plan = make(catalog, profile="dgx_spark", node_count=2, head_address="192.0.2.101")
+    assert any("vllm_cluster_interface is unset" in w for w in plan["warnings"])
+    assert plan["env"]["NCCL_SOCKET_IFNAME"] == "enp1s0f1np1"
+
+
+def test_hca_list_joins(catalog):
+    plan = make(catalog, profile="dgx_spark", node_count=2, head_address="h", cluster_hca=["rocep1s0f1", "roceP2p1s0f1"],
+                cluster_interface="enp1s0f1np1")
+    assert plan["env"]["NCCL_IB_HCA"] == "rocep1s0f1,roceP2p1s0f1"
+
+
+# --- documented failures --------------------------------------------------------
+
+DOCUMENTED_FAILURES = [
+    # (request, substrings of the refusal)
+    ({"profile": "dgx_spark", "model": "26b-a4b", "drafter": "dflash", "node_count": 2, "head_address": "h"},
+     ["vLLM v0.30.0", "vllm-project/vllm#56930", "vllm/vllm-openai:v0.29.0"]),
+    ({"profile": "dgx_spark", "model": "26b-a4b", "drafter": "mtp", "node_count": 2, "head_address": "h"},
+     ["#56936", "no vLLM release in the catalog runs it yet", "vllm_drafter=none"]),
+    ({"profile": "dgx_spark", "model": "26b-a4b", "drafter": "dflash", "node_count": 4, "head_address": "h"}, ["v0.29.0"]),
+    ({"profile": "dgx_spark", "model": "26b-a4b", "drafter": "mtp", "node_count": 4, "head_address": "h"}, ["no vLLM release"]),
+    ({"profile": "dgx_spark", "model": "26b-a4b", "drafter": "mtp", "node_count": 2, "head_address": "h", "image": "vllm/vllm-openai:v0.29.0"},
+     ["#56936", "cannot start on vLLM v0.29.0"]),
+    ({"profile": "rtx_5090", "model": "31b", "drafter": "dflash"}, ["2.86 GiB", "runs out of memory", "none, mtp"]),
+    ({"profile": "dgx_spark", "node_count": 2, "head_address": "h", "image": "vllm/vllm-openai:v0.26.0"},
+     ["multi-node needs vLLM v0.27.0 or later", "RPC call to sample_tokens timed out"]),
+    ({"profile": "rtx_pro_6000", "model": "12b", "drafter": "mtp", "release": "v0.26.0"}, ["CUDA graph", "v0.29.0"]),
+    ({"profile": "rtx_pro_6000", "model": "12b", "drafter": "mtp", "release": "v0.27.0"}, ["CUDA graph"]),
+    ({"profile": "rtx_pro_6000", "model": "e4b", "max_model_len": 262144},
+     ["e4b supports at most 131072 tokens of context; set vllm_max_model_len <= 131072"]),
+    ({"profile": "rtx_pro_6000", "model": "e2b", "max_model_len": 131073}, ["e2b supports at most 131072"]),
+    ({"profile": "rtx_pro_6000", "extra_args": ["--attention-backend", "flash_attn"]},
+     ["FlashAttention supports neither the fp8 KV cache", "PrefixLM"]),
+    ({"profile": "dgx_spark", "extra_args": ["--attention-backend=FLASH_ATTN"]}, ["--attention-backend FLASH_ATTN"]),
+    ({"profile": "rtx_pro_6000", "max_num_batched_tokens": 2048}, ["below the 4096 floor", "max_tokens_per_mm_item 2496"]),
+    ({"profile": "rtx_5090", "max_num_batched_tokens": 32768}, ["7.47 GiB", "<= 16384"]),
+    ({"profile": "dgx_spark", "gpu_memory_utilization": 0.92}, ["unified memory", "power cycle", "<= 0.78"]),
+    ({"profile": "dgx_spark", "node_count": 2, "head_address": "h", "gpu_memory_utilization": 0.8}, ["<= 0.78 (per node)"]),
+    ({"profile": "rtx_5090", "model": "31b", "drafter": "none", "language_model_only": False},
+     ["fits only without vision", "7,120-token", "vllm_language_model_only=true"]),
+    ({"profile": "dgx_spark", "node_count": 3, "head_address": "h"}, ["2 or 4", "3 hosts"]),
+    ({"profile": "rtx_pro_6000", "node_count": 2, "head_address": "h"}, ["clusters are documented only for dgx_spark"]),
+    ({"profile": "rtx_pro_6000", "model": "e4b", "drafter": "dflash"}, ["e4b has no dflash drafter", "31b, 26b-a4b, 12b", "none, mtp"]),
+    ({"profile": "dgx_spark", "model": "e2b", "drafter": "dflash"}, ["e2b has no dflash drafter"]),
+]
+
+
+@pytest.mark.parametrize("request_,needles", DOCUMENTED_FAILURES, ids=[str(i) for i in range(len(DOCUMENTED_FAILURES))])
+def test_documented_failures_are_refused(catalog, request_, needles):
+    with pytest.raises(planner.PlanError) as err:
+        planner.plan(catalog, request_)
+    for needle in needles:
+        assert needle in str(err.value), "%r not in %r" % (needle, str(err.value))
+    assert "[rule: " in str(err.value)
+
+
+def test_5090_31b_with_vision_fits_only_a_short_context(catalog):
+    plan = make(catalog, profile="rtx_5090", model="31b", drafter="none", language_model_only=False, max_model_len=7120)
+    assert "--language-model-only" not in plan["argv"] and json.loads(flag(plan["argv"], "--limit-mm-per-prompt")) == {"image": 4}
+    assert flag(plan["argv"], "--max-num-batched-tokens") == "8192", "the 4096 encoder floor applies again with vision"
+
+
+def test_language_model_only_lifts_the_floor(catalog):
+    plan = make(catalog, profile="rtx_pro_6000", model="31b", language_model_only=True, max_num_batched_tokens=2048)
+    assert "--language-model-only" in plan["argv"] and flag(plan["argv"], "--max-num-batched-tokens") == "2048"
+
+
+def test_quantization_in_extra_args_warns_2x(catalog):
+    plan = make(catalog, profile="rtx_pro_6000", extra_args=["--quantization", "marlin"])
+    assert plan["argv"][-2:] == ["--quantization", "marlin"]
+    assert any("--quantization" in w and "~2x" in w for w in plan["warnings"])
+    plan = make(catalog, profile="rtx_pro_6000", extra_args=["-q=marlin"])
+    assert any("~2x" in w for w in plan["warnings"])
+
+
+def test_mnbt_below_32768_warns_about_tail_latency(catalog):
+    plan = make(catalog, profile="dgx_spark", model="31b", max_num_batched_tokens=4096)
+    assert any("p99 ITL" in w for w in plan["warnings"])
+
+
+# --- auto drafter ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("profile,model,objective,nodes,chosen", [
+    ("rtx_pro_6000", "31b", "interactive", 1, "dflash"),
+    ("rtx_pro_6000", "26b-a4b", "interactive", 1, "mtp"),
+    ("rtx_pro_6000", "26b-a4b", "throughput", 1, "mtp"),
+    ("rtx_pro_6000", "12b", "interactive", 1, "dflash"),
+    ("rtx_pro_6000", "12b", "throughput", 1, "mtp"),
+    ("dgx_spark", "26b-a4b", "interactive", 1, "mtp"),
+    ("dgx_spark", "12b", "interactive", 1, "dflash"),
+    ("dgx_spark", "12b", "throughput", 1, "mtp"),
+    ("rtx_5090", "31b", "interactive", 1, "mtp"),
+    ("dgx_spark", "26b-a4b", "interactive", 2, "none"),
+    ("dgx_spark", "31b", "interactive", 2, "dflash"),
+    ("dgx_spark", "31b", "throughput", 4, "mtp"),
+])
+def test_auto_drafter(catalog, profile, model, objective, nodes, chosen):
+    request = {"profile": profile, "model": model, "drafter": "auto", "objective": objective, "node_count": nodes}
+    if nodes > 1:
+        request["head_address"] = "192.0.2.101"
+    plan = planner.plan(catalog, request)
+    assert plan["drafter"] == chosen
+    assert any("vllm_drafter=auto" in r for r in plan["reasons"])
+
+
+# --- secrets, stand-ins, summary --------------------------------------------------
+
+
+def test_api_key_never_enters_the_plan(catalog):
+    key = "sk-very-secret-0123456789"
+    plan = make(catalog, profile="rtx_pro_6000", api_key=key)
+    assert key not in json.dumps(plan)
+    assert plan["secret_env"] == ["HF_TOKEN", "VLLM_API_KEY"] and "--api-key" not in plan["argv"]
+
+
+def test_cpu_stand_in(catalog):
+    plan = make(catalog, profile="cpu")
+    assert plan["model"]["short"] == "tiny" and plan["stand_in"] is True
+    assert plan["argv"][0] == "sparkfleet/tiny-random-llama" and flag(plan["argv"], "--served-model-name") == "tiny"
+    assert flag(plan["argv"], "--gpu-memory-utilization") == "0.2" and flag(plan["argv"], "--max-model-len") == "4096"
+    assert "--kv-cache-dtype" not in plan["argv"] and "--reasoning-parser" not in plan["argv"]
+    assert "--limit-mm-per-prompt" not in plan["argv"]
+    assert plan["env"] == {"HF_HUB_OFFLINE": "1"} and plan["secret_env"] == []
+    assert plan["runtime"] == "native" and plan["release"] == "cpu-0.32.0" and plan["image"] is None
+    assert plan["expected"]["single_stream_tok_s"] == 555
+
+
+def test_extra_args_string_forms(catalog):
+    as_json = make(catalog, profile="rtx_pro_6000", extra_args='["--enforce-eager", "--seed", "1"]')
+    as_words = make(catalog, profile="rtx_pro_6000", extra_args="--enforce-eager --seed 1")
+    assert as_json["argv"] == as_words["argv"] and as_json["argv"][-3:] == ["--enforce-eager", "--seed", "1"]
+
+
+def test_string_inputs_from_extra_vars(catalog):
+    plan = make(catalog, profile="rtx_pro_6000", model="31b", max_model_len="65536", language_model_only="true",
+                gpu_memory_utilization="0.9", port="8080")
+    assert flag(plan["argv"], "--max-model-len") == "65536" and "--language-model-only" in plan["argv"]
+    assert flag(plan["argv"], "--gpu-memory-utilization") == "0.9" and plan["port"] == 8080
+
+
+def test_profile_from_gpu_name(catalog):
+    plan = make(catalog, gpu_name="NVIDIA GeForce RTX 5090")
+    assert plan["profile"] == "rtx_5090"
+
+
+def test_every_plan_has_the_contract_keys(catalog):
+    plan = make(catalog, profile="rtx_pro_6000")
+    for key in ("image", "argv", "env", "secret_env", "node_role", "expected", "warnings", "reasons", "model", "profile",
+                "release", "port", "served_name", "runtime", "node_count", "executor"):
+        assert key in plan
+    for key in ("single_stream_tok_s", "aggregate_8_tok_s", "kv_cache_tokens", "acceptance", "source"):
+        assert key in plan["expected"]
+    assert plan["model"]["checkpoint"] and plan["model"]["served_name"] and plan["model"]["short"] == "26b-a4b"
+    assert len(plan["reasons"]) >= 8 and all(len(r.splitlines()) == 1 for r in plan["reasons"])
+
+
+def test_summary(catalog):
+    lines = planner.summarize(make(catalog, profile="rtx_5090"), host="rtx5090-01")
+    assert lines[0] == "rtx5090-01: 26b-a4b + mtp on rtx_5090 (single node)"
+    assert any(line.startswith("command: vllm serve unsloth/gemma-4-26B-A4B-it-NVFP4") for line in lines)
+    assert any("279.0 tok/s single-stream" in line for line in lines)
+
+
+def test_unknown_release_warns(catalog):
+    plan = make(catalog, profile="rtx_pro_6000", image="vllm/vllm-openai:v0.31.0")
+    assert plan["release"] == "v0.31.0" and plan["expected"] is None
+    assert any("not in the catalog" in w for w in plan["warnings"])
+
+
+# --- bad input: each case asserts the message --------------------------------------
+
+BAD_INPUT = [
+    ({"profile": "rtx_pro_6000", "model": "gemma-5"}, "unknown model 'gemma-5'; set vllm_model to one of: 31b, 26b-a4b, 12b, e4b, e2b"),
+    ({"profile": "rtx_pro_6000", "model": "31bb"}, "set vllm_model to one of"),
+    ({"profile": "h200"}, "unknown hardware profile 'h200'; set vllm_profile to one of: rtx_pro_6000, rtx_5090, dgx_spark, cpu"),
+    ({}, "no hardware profile given; set vllm_profile"),
+    ({"gpu_name": "NVIDIA H200"}, "GPU 'NVIDIA H200' matches no hardware profile"),
+    ({"profile": "rtx_pro_6000", "drafter": "eagle"}, "unknown drafter 'eagle'; set vllm_drafter to one of: none, mtp, dflash, auto"),
+    ({"profile": "rtx_pro_6000", "objective": "fast"}, "set vllm_objective to one of: interactive, throughput"),
+    ({"profile": "dgx_spark", "node_count": 2, "head_address": "h", "executor": "slurm"}, "set vllm_executor to one of: ray, mp"),
+    ({"profile": "rtx_pro_6000", "runtime": "podman"}, "set vllm_runtime to one of: compose, native"),
+    ({"profile": "rtx_pro_6000", "max_model_len": "lots"}, "vllm_max_model_len must be an integer, got 'lots'"),
+    ({"profile": "rtx_pro_6000", "max_model_len": 0}, "vllm_max_model_len must be at least 1"),
+    ({"profile": "rtx_pro_6000", "max_model_len": True}, "vllm_max_model_len must be an integer"),
+    ({"profile": "rtx_pro_6000", "max_model_len": 1.5}, "vllm_max_model_len must be an integer"),
+    ({"profile": "rtx_pro_6000", "model": "31b", "max_model_len": 300000}, "31b supports at most 262144 tokens of context"),
+    ({"profile": "rtx_pro_6000", "max_num_batched_tokens": -1}, "vllm_max_num_batched_tokens must be at least 1"),
+    ({"profile": "rtx_pro_6000", "max_num_batched_tokens": 4095}, "--max-num-batched-tokens 4095 is below the 4096 floor"),
+    ({"profile": "rtx_pro_6000", "gpu_memory_utilization": "most"}, "vllm_gpu_memory_utilization must be a number"),
+    ({"profile": "rtx_pro_6000", "gpu_memory_utilization": 1.5}, "must be a fraction in (0, 1], got 1.5"),
+    ({"profile": "rtx_pro_6000", "gpu_memory_utilization": 0}, "must be a fraction in (0, 1]"),
+    ({"profile": "dgx_spark", "gpu_memory_utilization": 0.79}, "set vllm_gpu_memory_utilization <= 0.78"),
+    ({"profile": "rtx_pro_6000", "max_num_seqs": 0}, "vllm_max_num_seqs must be at least 1"),
+    ({"profile": "rtx_pro_6000", "port": 70000}, "vllm_port must be at most 65535, got 70000"),
+    ({"profile": "rtx_pro_6000", "port": "http"}, "vllm_port must be an integer"),
+    ({"profile": "rtx_pro_6000", "language_model_only": "maybe"}, "vllm_language_model_only must be true or false, got 'maybe'"),
+    ({"profile": "rtx_pro_6000", "model": "31b", "enable_audio": True}, "31b has no audio input (audio is supported by e4b, e2b)"),
+    ({"profile": "rtx_pro_6000", "model": "e4b", "enable_audio": True, "language_model_only": True}, "--language-model-only drops"),
+    ({"profile": "rtx_pro_6000", "images_per_prompt": 0}, "vllm_images_per_prompt must be at least 1"),
+    ({"profile": "rtx_pro_6000", "served_name": "my model"}, "vllm_served_model_name 'my model' contains whitespace"),
+    ({"profile": "rtx_pro_6000", "api_key": "short"}, "vllm_api_key must be a string of at least 8 characters"),
+    ({"profile": "rtx_pro_6000", "api_key": "has space inside"}, "without whitespace"),
+    ({"profile": "rtx_pro_6000", "extra_args": ["--max-model-len", "1000"]},
+     "vllm_extra_args must not set --max-model-len: the planner sets it from vllm_max_model_len"),
+    ({"profile": "rtx_pro_6000", "extra_args": ["--api-key=abc"]}, "vllm_extra_args must not set --api-key"),
+    ({"profile": "rtx_pro_6000", "extra_args": ["--speculative-config", "{}"]}, "the planner sets it from vllm_drafter"),
+    ({"profile": "rtx_pro_6000", "extra_args": ["--kv-cache-dtype", "auto"]}, "must not set --kv-cache-dtype"),
+    ({"profile": "rtx_pro_6000", "extra_args": ["--hf-token", "x"]}, "must not set --hf-token"),
+    ({"profile": "rtx_pro_6000", "extra_args": ["--tensor-parallel-size", "2"]}, "the size of the vllm_cluster group"),
+    ({"profile": "rtx_pro_6000", "extra_args": [{"a": 1}]}, "vllm_extra_args must be a list of strings"),
+    ({"profile": "rtx_pro_6000", "extra_args": 42}, "vllm_extra_args must be a list of strings"),
+    ({"profile": "rtx_pro_6000", "extra_args": "[not json"}, "vllm_extra_args is not a valid JSON list"),
+    ({"profile": "rtx_pro_6000", "image": "vllm/vllm-openai:latest"}, "cannot tell the vLLM release from the image"),
+    ({"profile": "rtx_pro_6000", "image": "vllm/vllm-openai:v0.29.0", "release": "v0.30.0"}, "contradicts the image tag"),
+    ({"profile": "rtx_pro_6000", "release": "v0.25.1"}, "v0.25.1 is in the catalog for its measurements only"),
+    ({"profile": "rtx_pro_6000", "release": "banana"}, "'vbanana' is not a vLLM release"),
+    ({"profile": "rtx_pro_6000", "release": "cpu-0.32.0"}, "does not run on the rtx_pro_6000 profile"),
+    ({"profile": "cpu", "release": "v0.30.0"}, "does not run on the cpu profile"),
+    ({"profile": "cpu", "model": "31b"}, "needs Blackwell FP4 tensor cores"),
+    ({"profile": "rtx_pro_6000", "model": "tiny"}, "tiny is a stand-in model for the cpu profile only"),
+    ({"profile": "cpu", "runtime": "compose"}, "has no container image in the catalog; set vllm_runtime=native"),
+    ({"profile": "dgx_spark", "node_count": 2}, "needs the head's address on the cluster link"),
+    ({"profile": "dgx_spark", "node_count": 2, "node_index": 2, "head_address": "h"}, "node index 2 is outside a 2-node cluster"),
+    ({"profile": "dgx_spark", "node_count": 0}, "the vllm_cluster group must be at least 1"),
+    ({"profile": "rtx_pro_6000", "flavour": "x"}, "unknown plan request keys: flavour"),
+]
+
+
+@pytest.mark.parametrize("request_,message", BAD_INPUT, ids=[str(i) for i in range(len(BAD_INPUT))])
+def test_bad_input_is_refused_with_its_message(catalog, request_, message):
+    with pytest.raises(planner.PlanError) as err:
+        planner.plan(catalog, request_)
+    assert message in str(err.value), str(err.value)
+
+
+def test_at_least_thirty_bad_input_cases():
+    assert len(BAD_INPUT) >= 30
