@@ -1,4 +1,5 @@
 """The collection builds into a tarball that installs offline and exposes its playbooks."""
+import os
 import pathlib
 
 import pytest
@@ -15,7 +16,7 @@ def installed(tmp_path_factory):
     assert len(tarballs) == 1, tarballs
     dest = tmp_path_factory.mktemp("collections")
     # --offline: no Galaxy server is reachable; the dependencies ship in the `ansible` package.
-    run([tool("ansible-galaxy"), "collection", "install", "--offline", "--no-deps", "-p", str(dest), str(tarballs[0])])
+    run([tool("ansible-galaxy"), "collection", "install", "--offline", "--no-deps", "--force", "-p", str(dest), str(tarballs[0])])
     return tarballs[0], dest / "ansible_collections/sparkfleet/vllm"
 
 
@@ -30,7 +31,20 @@ def test_tarball_leaves_out_tests_and_caches(installed):
     assert "MANIFEST.json" in names and any(name.startswith("plugins/") for name in names)
 
 
-def test_installed_collection_has_site_playbook(installed):
+def test_installed_collection_runs_its_site_playbook(installed):
+    """`sparkfleet.vllm.site` resolves from the installed tarball, with its roles, plugins and catalog."""
     _, path = installed
-    assert (path / "playbooks/site.yml").exists() or (path / "playbooks").is_dir()
-    assert pathlib.Path(path / "meta/runtime.yml").exists()
+    for shipped in ("playbooks/site.yml", "meta/runtime.yml", "data/catalog.yml", "plugins/action/plan.py"):
+        assert (path / shipped).exists(), "installed collection lacks %s" % shipped
+    collections_root = path.parents[2]
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH="%s:%s" % (collections_root, pathlib.Path(tool("ansible")).parents[1]
+                                                                / "lib/python3.11/site-packages"),
+               ANSIBLE_CONFIG=str(collections_root / "empty.cfg"))
+    (collections_root / "empty.cfg").write_text("[defaults]\n")
+    run([tool("ansible-playbook"), "sparkfleet.vllm.site", "--syntax-check", "-i", str(REPO / "inventories/spark4")],
+        env=env, cwd=collections_root)
+    # The installed planner reads its own catalog: plan a cluster without the checkout.
+    plan_dir = collections_root / "plans"
+    run([tool("ansible-playbook"), "sparkfleet.vllm.plan", "-i", str(REPO / "inventories/spark2"),
+         "-e", "plan_dir=%s" % plan_dir], env=env, cwd=collections_root)
+    assert sorted(p.name for p in plan_dir.glob("*.json")) == ["spark-01.json", "spark-02.json"]
