@@ -1,0 +1,155 @@
+"""Molecule tier: every roles/<role>/molecule/<scenario> runs, and must pass.
+
+Each scenario runs `molecule test` (create, prepare, check, converge,
+idempotence, check, verify, destroy) on the systemd image that
+tests/harness/docker-up.sh builds locally; no registry is reachable, so nothing
+is pulled. The static tests keep every scenario on the shared image and run
+flags (tests/harness/image.env) and on the house sequence.
+"""
+import os
+import pathlib
+import re
+import shlex
+import subprocess
+import sysconfig
+import time
+
+import pytest
+import yaml
+
+from conftest import REPO, require, run, tool
+
+HARNESS = REPO / "tests" / "harness"
+LOG_DIR = REPO / "tests" / "output" / "molecule"
+SCENARIOS = sorted(REPO.glob("roles/*/molecule/*/molecule.yml"))
+REQUIRED_SEQUENCE = ["create", "prepare", "check", "converge", "idempotence", "verify", "destroy"]
+APTREPO_DIR = os.environ.get("SPARKFLEET_APTREPO_DIR", "/var/tmp/sparkfleet-aptrepo")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def scenario_id(path):
+    return "%s/%s" % (path.parents[2].name, path.parent.name)
+
+
+def image_env():
+    """tests/harness/image.env as a dict (it is plain KEY="value" lines)."""
+    values = {}
+    for line in (HARNESS / "image.env").read_text().splitlines():
+        match = re.match(r'^([A-Z_]+)="?(.*?)"?$', line.strip())
+        if match:
+            values[match.group(1)] = match.group(2)
+    return values
+
+
+def load(path):
+    # molecule.yml interpolates ${VAR:-default}; YAML reads it as a plain string.
+    return yaml.safe_load(path.read_text())
+
+
+def test_scenarios_exist():
+    assert SCENARIOS, "no roles/*/molecule/*/molecule.yml found"
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=scenario_id)
+def test_scenario_follows_house_rules(path):
+    """Static: shared image and flags, house sequence, and a verify that asserts."""
+    env = image_env()
+    config = load(path)
+    flags = shlex.split(env["SPARKFLEET_RUN_FLAGS"])
+    sequence = config["scenario"]["test_sequence"]
+    for step in REQUIRED_SEQUENCE:
+        assert step in sequence, "%s: test_sequence lacks %s" % (path, step)
+    assert sequence.index("check") < sequence.index("converge") < sequence.index("idempotence") < sequence.index("verify")
+    assert config["driver"]["name"] == "docker"
+    for platform in config["platforms"]:
+        image = platform["image"]
+        assert env["SPARKFLEET_IMAGE"] in image, "%s: image %s is not %s" % (path, image, env["SPARKFLEET_IMAGE"])
+        assert platform.get("pre_build_image") is True, "%s: pre_build_image must be true (no registry)" % path
+        assert platform.get("command") == env["SPARKFLEET_IMAGE_CMD"]
+        assert not platform.get("privileged"), "%s: --privileged fails on the test host" % path
+        if "--cgroupns=host" in flags:
+            assert platform.get("cgroupns_mode") == "host", "%s: cgroupns_mode must be host" % path
+        volumes = platform.get("volumes", [])
+        tmpfs = platform.get("tmpfs", [])
+        for flag, value in zip(flags, flags[1:]):
+            if flag == "-v":
+                assert value in volumes, "%s: platform lacks volume %s" % (path, value)
+            if flag == "--tmpfs":
+                assert value in tmpfs, "%s: platform lacks tmpfs %s" % (path, value)
+    verify = (path.parent / "verify.yml").read_text()
+    assert "ansible.builtin.assert" in verify and "fail_msg" in verify, "%s: verify.yml asserts nothing" % path
+    assert not re.search(r"that:\s*(\[\s*)?(true|True|yes)\b", verify), "%s: verify.yml asserts a constant" % path
+    assert (path.parent / "README.md").exists(), "%s: every scenario says in README.md what it tests and what stands in" % path
+
+
+@pytest.fixture(scope="session")
+def docker_image():
+    require(tool("molecule"), "molecule (pip install -r requirements/dev.txt)")
+    # docker-up.sh installs Debian's docker.io itself when dockerd is missing.
+    started = time.monotonic()
+    proc = subprocess.run(["bash", str(HARNESS / "docker-up.sh")], capture_output=True, text=True, timeout=900)
+    require(proc.returncode == 0, "a Docker engine and the local systemd image (tests/harness/docker-up.sh: %s)"
+            % proc.stderr.strip()[-1500:])
+    require(tool("docker"), "a docker client after tests/harness/docker-up.sh")
+    print("docker-up.sh took %.1f s" % (time.monotonic() - started))
+    # Signed apt repositories of STAND-IN packages for the vendor repositories
+    # no test machine can reach (cached; see tests/harness/aptrepo/build.sh).
+    proc = subprocess.run(["bash", str(HARNESS / "aptrepo" / "build.sh")], capture_output=True, text=True, timeout=900,
+                          env=dict(os.environ, SPARKFLEET_APTREPO_DIR=APTREPO_DIR))
+    require(proc.returncode == 0, "the stand-in apt repositories (tests/harness/aptrepo/build.sh: %s)" % proc.stderr.strip()[-1500:])
+    return image_env()["SPARKFLEET_IMAGE"]
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=scenario_id)
+def test_scenario_passes(path, docker_image):
+    role_dir = path.parents[2]
+    scenario = path.parent.name
+    config = load(path)
+    # A container left behind by an interrupted run would be reused by create.
+    for platform in config["platforms"]:
+        subprocess.run(["docker", "rm", "-f", platform["name"]], capture_output=True, timeout=120)
+    env = dict(os.environ)
+    env.update({
+        "SPARKFLEET_IMAGE": docker_image,
+        "SPARKFLEET_APTREPO_DIR": APTREPO_DIR,
+        "SPARKFLEET_VENV_COLLECTIONS": sysconfig.get_paths()["purelib"],
+        "PATH": "%s:%s" % (pathlib.Path(tool("molecule")).parent, env.get("PATH", "")),
+        "NO_COLOR": "1", "PY_COLORS": "0", "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1",
+    })
+    env.pop("ANSIBLE_CONFIG", None)  # molecule writes its own ansible.cfg for the scenario
+    started = time.monotonic()
+    proc = run([tool("molecule"), "test", "-s", scenario], cwd=role_dir, env=env, timeout=1200, check=False)
+    elapsed = time.monotonic() - started
+    output = ANSI.sub("", proc.stdout + proc.stderr)
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    log = LOG_DIR / ("%s-%s.log" % (role_dir.name, scenario))
+    log.write_text(output)
+    print("%s: molecule test took %.1f s (log: %s)" % (scenario_id(path), elapsed, log))
+    assert proc.returncode == 0, "molecule test -s %s in %s exited %s; log %s; tail:\n%s" % (
+        scenario, role_dir, proc.returncode, log, output[-6000:])
+    for step in config["scenario"]["test_sequence"]:
+        assert re.search(r"%s (?:➜|>) %s\]?:? Executed: Successful" % (re.escape(scenario), step), output), \
+            "%s: step %s did not run successfully (log %s)" % (scenario_id(path), step, log)
+    recaps = re.findall(r"^\W*(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", output, re.M)
+    instance_recaps = [r for r in recaps if r[0] != "localhost"]
+    assert instance_recaps, "%s: no play recap for the instance in the log %s" % (scenario_id(path), log)
+    assert all(r[3] == "0" and r[2] == "0" for r in instance_recaps), instance_recaps
+
+
+def test_driver_regexes_read_real_captures():
+    """The nvidia_driver role's detection regexes (vars/main.yml, applied with
+    Ansible's regex_findall, i.e. Python's re) on the H200's real capture."""
+    variables = load(REPO / "roles" / "nvidia_driver" / "vars" / "main.yml")
+    capture = REPO / "tests" / "unit" / "fixtures" / "nvidia-h200" / "proc-driver-nvidia-version.txt"
+    require(capture.exists(), "the H200 capture %s" % capture)
+    found = re.findall(variables["__nvidia_driver_version_regex"], capture.read_text())
+    assert found and found[0][0] == "580", found
+    assert "Open Kernel Module" in capture.read_text()
+    # The proprietary module words its line without "Open"; the branch still parses.
+    proprietary = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  Thu Feb 22 01:44:30 UTC 2024\n"
+    assert re.findall(variables["__nvidia_driver_version_regex"], proprietary)[0][0] == "550"
+    csv = REPO / "tests" / "unit" / "fixtures" / "nvidia-h200" / "nvidia-smi-query.csv"
+    require(csv.exists(), "the H200 capture %s" % csv)
+    header, first_gpu = [line.split(", ") for line in csv.read_text().splitlines()[:2]]
+    driver_version = first_gpu[header.index("driver_version")]
+    assert re.findall(variables["__nvidia_driver_smi_regex"], driver_version) == ["580"], driver_version
