@@ -6,7 +6,9 @@
 HTTP probes go from the controller (where the playbook's later modules also
 connect from); the process and log checks run on the server host through
 ansible.builtin.command; progress is printed through Ansible's display so the
-operator is never left with a silent ten-minute pause.
+operator is never left with a silent ten-minute pause. The fatal log
+signatures come from the catalog's `diagnostics` table, read here on the
+controller where the catalog lives.
 """
 from __future__ import absolute_import, division, print_function
 
@@ -17,6 +19,8 @@ import time
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import diagnose as diag
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import health
 
 display = Display()
@@ -45,11 +49,16 @@ class ActionModule(ActionBase):
             result.update(changed=False, skipped=True, msg="check mode: not waiting", phase="starting", elapsed=0.0,
                           progress=[], served=[])
             return result
+        try:
+            signatures = diag.load_signatures(cat.load_catalog())
+        except cat.CatalogError as exc:
+            result.update(failed=True, changed=False, msg="wait_healthy cannot read the fatal log signatures: %s" % exc)
+            return result
         host = task_vars.get("inventory_hostname", "")
         since = time.time()
         offset = 0
         if args["log_path"]:
-            rc, out, _ = self._remote(health.log_offset_command(args["log_path"]), task_vars)
+            rc, out = self._remote(health.log_offset_command(args["log_path"]), task_vars)[:2]
             offset = int(out.strip() or 0) if rc == 0 and out.strip().isdigit() else 0
         kind, check_argv = health.process_check(args["service"], args["pidfile"], args["container"])
         log_argv = health.log_command(args["service"], args["container"], args["log_path"], since, offset)
@@ -77,7 +86,8 @@ class ActionModule(ActionBase):
         waiter = health.Waiter(
             lambda: health.probe(args["url"], args["model"], args["api_key"], args["request_timeout"]),
             timeout=args["timeout"], interval=args["interval"], progress_every=args["progress_interval"],
-            process_state=process_state, read_log=read_log, weights_bytes=weights_bytes, emit=emit)
+            process_state=process_state, read_log=read_log, weights_bytes=weights_bytes, emit=emit,
+            signatures=signatures)
         outcome = waiter.run()
         ok = outcome.pop("ok")
         result.update(outcome)

@@ -31,7 +31,13 @@ except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
 # Metric names of a baseline row, as the plan contract's `expected` carries them.
 METRICS = ("single_stream_tok_s", "aggregate_8_tok_s", "kv_cache_tokens", "acceptance_pct")
 DRAFTER_NONE = "none"
-TOP_LEVEL_KEYS = ("defaults", "models", "drafters", "profiles", "releases", "rules", "baselines", "sweeps")
+TOP_LEVEL_KEYS = ("defaults", "objectives", "bench_modes", "models", "drafters", "profiles", "releases", "rules",
+                  "diagnostics", "baselines", "sweeps")
+# Keys a `when` / `unless` condition may test (release defects, smoke misses), and the plan context each reads.
+CONDITION_KEYS = ("profiles", "drafters", "models", "models_except", "min_nodes", "expert_parallel")
+# Smoke checks a model's smoke_expected_misses may name (plugins/module_utils/smoke.py grades them).
+SMOKE_CHECKS = ("chat", "thinking", "tools", "vision", "audio", "accuracy")
+DIAGNOSTIC_FIELDS = ("id", "patterns", "title", "explanation", "fix")
 
 _CACHE = {}
 
@@ -98,6 +104,108 @@ def get_path(catalog, dotted):
             continue
         raise CatalogError("the catalog has no key %s" % ".".join(walked))
     return node
+
+
+class CatalogView(object):
+    """A read-only sequence built from the collection's catalog on first use.
+
+    For module-level names that other code imports (``planner.OBJECTIVES``,
+    ``diagnose.FATAL_SIGNATURES``): the values stay in the catalog, and the
+    file is read only when the name is first used. ``build(catalog)`` returns
+    the items. Where the catalog cannot be read (code shipped to a managed
+    host), ``missing`` is used when given, else the CatalogError is raised.
+    """
+
+    _UNSET = object()
+
+    def __init__(self, build, missing=_UNSET):
+        self._build = build
+        self._missing = missing
+        self._items = None
+
+    def _load(self):
+        if self._items is None:
+            try:
+                self._items = tuple(self._build(load_catalog()))
+            except CatalogError:
+                if self._missing is CatalogView._UNSET:
+                    raise
+                return tuple(self._missing)
+        return self._items
+
+    def __getitem__(self, index):
+        return self._load()[index]
+
+    def __len__(self):
+        return len(self._load())
+
+    def __iter__(self):
+        return iter(self._load())
+
+    def __contains__(self, item):
+        return item in self._load()
+
+    def __eq__(self, other):
+        return tuple(self) == tuple(other) if isinstance(other, (tuple, list, CatalogView)) else NotImplemented
+
+    def __ne__(self, other):
+        result = self.__eq__(other)
+        return result if result is NotImplemented else not result
+
+    __hash__ = None
+
+    def __repr__(self):
+        return "CatalogView(%r)" % (self._load(),)
+
+
+def objective_names(catalog):
+    """The objectives ``vllm_objective`` accepts, in catalog order."""
+    return list(catalog["objectives"])
+
+
+def bench_mode_names(catalog):
+    """The throughput measurements ``vllm_bench_mode`` (the throughput module's ``mode``) accepts."""
+    return list(catalog["bench_modes"])
+
+
+def diagnostics(catalog):
+    """The fatal log signature table, in catalog order (the generic engine_startup_failed last)."""
+    table = catalog.get("diagnostics")
+    if not table:
+        raise CatalogError("the catalog has no diagnostics table")
+    return list(table)
+
+
+def conditions_hold(when, context):
+    """True when every condition of ``when`` holds for ``context``.
+
+    ``when`` uses the catalog's condition keys (profiles, drafters, models,
+    models_except, min_nodes, expert_parallel); ``context`` carries profile,
+    drafter, model, node_count and expert_parallel. A condition on a value the
+    context lacks (None) does not hold. An empty ``when`` always holds.
+    """
+    when = when or {}
+    context = context or {}
+    for key, wanted in when.items():
+        if key == "min_nodes":
+            have = context.get("node_count")
+            if have is None or int(have) < int(wanted):
+                return False
+        elif key == "expert_parallel":
+            have = context.get("expert_parallel")
+            if have is None or bool(have) != bool(wanted):
+                return False
+        elif key in ("profiles", "drafters", "models"):
+            have = context.get(key[:-1])
+            if have is None or have not in wanted:
+                return False
+        elif key == "models_except":
+            have = context.get("model")
+            if have is None or have in wanted:
+                return False
+        else:
+            raise CatalogError("unknown condition %s (valid: %s)" % (key, ", ".join(CONDITION_KEYS)))
+    return True
 
 
 # --- names -------------------------------------------------------------------
@@ -305,6 +413,81 @@ def _is_figure(value):
     return False
 
 
+def _condition_problems(catalog, where, when):
+    if when is None:
+        return []
+    if not isinstance(when, dict):
+        return ["%s must be a mapping of conditions" % where]
+    problems = []
+    names = {"profiles": catalog["profiles"], "drafters": list(catalog["drafters"]) + [DRAFTER_NONE],
+             "models": catalog["models"], "models_except": catalog["models"]}
+    for key, value in when.items():
+        if key not in CONDITION_KEYS:
+            problems.append("%s: unknown condition %s (valid: %s)" % (where, key, ", ".join(CONDITION_KEYS)))
+        elif key in names:
+            unknown = [v for v in (value if isinstance(value, list) else [value]) if v not in names[key]]
+            if not isinstance(value, list) or unknown:
+                problems.append("%s.%s must list known names (unknown: %s)" % (where, key, unknown or value))
+        elif key == "min_nodes" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            problems.append("%s.min_nodes must be a positive integer" % where)
+    return problems
+
+
+def _smoke_misses_problems(catalog, model, table):
+    if table is None:
+        return []
+    where = "models.%s.smoke_expected_misses" % model
+    if not isinstance(table, dict):
+        return ["%s must map smoke checks to lists of misses" % where]
+    problems = []
+    for check, entries in table.items():
+        if check not in SMOKE_CHECKS:
+            problems.append("%s names unknown smoke check %s (valid: %s)" % (where, check, ", ".join(SMOKE_CHECKS)))
+        if not isinstance(entries, list) or not entries:
+            problems.append("%s.%s must be a non-empty list" % (where, check))
+            continue
+        for index, entry in enumerate(entries):
+            at = "%s.%s[%d]" % (where, check, index)
+            if not isinstance(entry, dict) or not str(entry.get("miss") or "").strip():
+                problems.append("%s lacks miss" % at)
+                continue
+            unknown = sorted(set(entry) - {"miss", "when", "unless", "note"})
+            if unknown:
+                problems.append("%s has unknown keys %s" % (at, ", ".join(unknown)))
+            problems.extend(_condition_problems(catalog, at + ".when", entry.get("when")))
+            problems.extend(_condition_problems(catalog, at + ".unless", entry.get("unless")))
+    return problems
+
+
+def _diagnostics_problems(table):
+    if not isinstance(table, list) or not table:
+        return ["diagnostics must be a non-empty list"]
+    problems, seen = [], set()
+    for index, entry in enumerate(table):
+        where = "diagnostics[%d] (%s)" % (index, (entry or {}).get("id") if isinstance(entry, dict) else entry)
+        if not isinstance(entry, dict):
+            problems.append("%s is not a mapping" % where)
+            continue
+        if set(entry) != set(DIAGNOSTIC_FIELDS):
+            problems.append("%s must have exactly the keys %s" % (where, ", ".join(DIAGNOSTIC_FIELDS)))
+        if entry.get("id") in seen:
+            problems.append("%s: duplicated id" % where)
+        seen.add(entry.get("id"))
+        for field in ("id", "title", "explanation", "fix"):
+            if not isinstance(entry.get(field), str) or not entry[field].strip():
+                problems.append("%s.%s must be a non-empty string" % (where, field))
+        patterns = entry.get("patterns")
+        if not isinstance(patterns, list) or not patterns:
+            problems.append("%s.patterns must be a non-empty list of regular expressions" % where)
+            continue
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except (re.error, TypeError) as exc:
+                problems.append("%s: pattern %r does not compile: %s" % (where, pattern, exc))
+    return problems
+
+
 def validate_catalog(catalog):
     """Structural problems in a catalog, as a list of strings (empty when sound)."""
     problems = []
@@ -319,12 +502,29 @@ def validate_catalog(catalog):
         problems.append("defaults.model %r is not a model" % defaults.get("model"))
     if defaults.get("release") not in releases:
         problems.append("defaults.release %r is not a release" % defaults.get("release"))
+    for table, metric_needed in (("objectives", True), ("bench_modes", False)):
+        entries = catalog[table]
+        if not isinstance(entries, dict) or not entries:
+            problems.append("%s must be a non-empty mapping" % table)
+            continue
+        for name, entry in entries.items():
+            if not isinstance(entry, dict) or not str(entry.get("description") or "").strip():
+                problems.append("%s.%s lacks a description" % (table, name))
+            elif metric_needed and entry.get("metric") not in METRICS:
+                problems.append("%s.%s.metric %r is not a baseline metric (%s)" % (
+                    table, name, entry.get("metric"), ", ".join(METRICS)))
+    if defaults.get("objective") not in (catalog["objectives"] or {}):
+        problems.append("defaults.objective %r is not an objective" % defaults.get("objective"))
+    if defaults.get("bench_mode") not in (catalog["bench_modes"] or {}):
+        problems.append("defaults.bench_mode %r is not a bench mode" % defaults.get("bench_mode"))
+    problems.extend(_diagnostics_problems(catalog["diagnostics"]))
     for name, model in models.items():
         if name != name.lower():
             problems.append("model key %s must be lower case" % name)
         for field in ("checkpoint", "served_name", "max_context", "vision", "audio", "source"):
             if field not in model:
                 problems.append("models.%s lacks %s" % (name, field))
+        problems.extend(_smoke_misses_problems(catalog, name, model.get("smoke_expected_misses")))
     for name, drafter in drafters.items():
         for model in (drafter.get("checkpoints") or {}):
             if model not in models:
@@ -348,6 +548,8 @@ def validate_catalog(catalog):
         for defect in release.get("defects") or []:
             if defect.get("action") not in ("refuse", "warn", "env"):
                 problems.append("releases.%s defect %s has action %r" % (name, defect.get("id"), defect.get("action")))
+            problems.extend(_condition_problems(catalog, "releases.%s defect %s when" % (name, defect.get("id")),
+                                                defect.get("when")))
     seen = {}
     for row in baseline_rows(catalog):
         where = "baseline %s/%s/%s nodes/%s/%s (%s)" % (
@@ -397,6 +599,15 @@ def _table(headers, rows):
     return lines
 
 
+def _conditions_text(entry):
+    parts = []
+    for keyword, conditions in (("when", entry.get("when")), ("unless", entry.get("unless"))):
+        for key, value in sorted((conditions or {}).items()):
+            shown = ", ".join(str(v) for v in value) if isinstance(value, list) else value
+            parts.append("%s %s %s" % (keyword, key.replace("_", " "), shown))
+    return "; ".join(parts) or "always"
+
+
 def render_markdown(catalog):
     """docs/catalog.md, generated from the catalog (a unit test keeps the file in step)."""
     out = [
@@ -422,6 +633,15 @@ def render_markdown(catalog):
                      "`%s`" % model["served_name"], model.get("architecture"), model["max_context"], model.get("vision"),
                      model.get("audio"), ", ".join("%s %s" % kv for kv in sorted((model.get("kv_heads") or {}).items())) or None])
     out += _table(["Model", "Checkpoint", "Served name", "Type", "Max context", "Vision", "Audio", "KV heads"], rows)
+    out += ["", "### Known smoke-test misses", "",
+            "Misses the notes record as the model's own. `sparkfleet.vllm.smoke` reports them as `expected_miss`",
+            "and does not fail on them; any other miss fails the check.", ""]
+    rows = []
+    for name, model in catalog["models"].items():
+        for check, entries in (model.get("smoke_expected_misses") or {}).items():
+            for entry in entries:
+                rows.append(["`%s`" % name, check, "`%s`" % entry["miss"], _conditions_text(entry), entry.get("note")])
+    out += _table(["Model", "Check", "Miss", "Applies", "Note"], rows)
     out += ["", "## Drafters", ""]
     rows = []
     for name, drafter in catalog["drafters"].items():
@@ -438,6 +658,14 @@ def render_markdown(catalog):
                      profile["default_release"], ", ".join(str(n) for n in profile["node_counts"])])
     out += _table(["Profile", "Hardware", "Memory (GB)", "Unified", "Bandwidth (TB/s)", "GPU mem util", "Max batched tokens",
                    "Default drafter", "Default release", "Nodes"], rows)
+    out += ["", "## Objectives", "", "What `vllm_drafter=auto` optimises (`vllm_objective`; default `%s`)." % (
+        catalog["defaults"]["objective"]), ""]
+    out += _table(["Objective", "Compares", "Description"],
+                  [["`%s`" % name, "`%s`" % entry["metric"], entry["description"]] for name, entry in catalog["objectives"].items()])
+    out += ["", "## Benchmark modes", "", "What `playbooks/bench.yml` measures (`vllm_bench_mode`, the throughput module's `mode`;"
+            " default `%s`)." % catalog["defaults"]["bench_mode"], ""]
+    out += _table(["Mode", "Description"],
+                  [["`%s`" % name, " ".join(entry["description"].split())] for name, entry in catalog["bench_modes"].items()])
     out += ["", "## vLLM releases and known defects", ""]
     rows = []
     for name, release in catalog["releases"].items():
@@ -447,6 +675,14 @@ def render_markdown(catalog):
             for d in defects) or None
         rows.append(["`%s`" % name, release.get("image") and "`%s`" % release["image"], release.get("plannable"), text])
     out += _table(["Release", "Image", "Plannable", "Defects"], rows)
+    out += ["", "## Start-up failure diagnostics", "",
+            "`sparkfleet.vllm.wait_healthy` scans the engine log for these signatures and fails at the first match,",
+            "with the explanation and the fix, instead of waiting for its timeout. A line matches when any of the",
+            "entry's regular expressions does; entries are tried in this order.", ""]
+    out += _table(["Id", "Log signature (any of)", "Meaning", "Fix"],
+                  [["`%s`" % d["id"], "<br>".join("`%s`" % p.replace("|", "\\|") for p in d["patterns"]),
+                    "**%s.** %s" % (d["title"], " ".join(d["explanation"].split())), " ".join(d["fix"].split())]
+                   for d in catalog["diagnostics"]])
     out += ["", "## Measured baselines", "",
             "Rows marked patched ran with upstream fixes patched into the image; the planner never returns them",
             "as the expectation of a stock release.", ""]

@@ -13,7 +13,7 @@ means "not set, use the catalog default"):
 
   model, drafter (none|mtp|dflash|auto), profile, gpu_name (picks the profile
   when ``profile`` is unset), node_count, node_index (0 = head), image,
-  release, executor (ray|mp), objective (interactive|throughput), runtime
+  release, executor (ray|mp), objective (the catalog's objectives), runtime
   (compose|native), max_model_len, max_num_batched_tokens,
   gpu_memory_utilization, max_num_seqs, language_model_only, enable_audio,
   images_per_prompt, port, served_name, api_key (validated only; its value
@@ -63,7 +63,8 @@ VARIABLES = {
 }
 DRAFTER_CHOICES = ("none", "mtp", "dflash", "auto")
 EXECUTORS = ("ray", "mp")
-OBJECTIVES = ("interactive", "throughput")
+# The catalog's objectives (interactive, throughput), read when first used; plan() reads the catalog it is given.
+OBJECTIVES = cat.CatalogView(cat.objective_names)
 RUNTIMES = ("compose", "native")
 SERVE_ENTRYPOINT = ["vllm", "serve"]
 RAY_ENTRYPOINT = ["ray", "start"]
@@ -200,18 +201,7 @@ def _fmt(number):
 
 
 def _defect_applies(defect, context):
-    when = defect.get("when") or {}
-    if "min_nodes" in when and context["node_count"] < when["min_nodes"]:
-        return False
-    if "expert_parallel" in when and bool(when["expert_parallel"]) != context["expert_parallel"]:
-        return False
-    if "drafters" in when and context["drafter"] not in when["drafters"]:
-        return False
-    if "models" in when and context["model"] not in when["models"]:
-        return False
-    if "models_except" in when and context["model"] in when["models_except"]:
-        return False
-    return not ("profiles" in when and context["profile"] not in when["profiles"])
+    return cat.conditions_hold(defect.get("when"), context)
 
 
 def _refusing_defects(catalog, release, context):
@@ -439,7 +429,8 @@ class _Planner(object):
 
     def resolve_drafter(self):
         requested = _as_choice(self.request, "drafter", DRAFTER_CHOICES)
-        self.objective = _as_choice(self.request, "objective", OBJECTIVES) or self.catalog["defaults"]["objective"]
+        self.objective = (_as_choice(self.request, "objective", cat.objective_names(self.catalog))
+                          or self.catalog["defaults"]["objective"])
         if requested is None:
             default = self.model_rules.get("default_drafter") or self.profile.get("default_drafter") or "none"
             refusal = self.drafter_refusal(default)
@@ -463,8 +454,9 @@ class _Planner(object):
             self.reason("drafter %s: requested" % requested)
 
     def auto_drafter(self):
-        metric = "single_stream_tok_s" if self.objective == "interactive" else "aggregate_8_tok_s"
-        label = "single-stream" if self.objective == "interactive" else "aggregate at 8 streams"
+        objective = self.catalog["objectives"][self.objective]
+        metric = objective["metric"]
+        label = objective.get("label") or metric
         candidates = ["none"]
         for drafter in cat.drafters_for(self.catalog, self.model_name):
             refusal = self.drafter_refusal(drafter)

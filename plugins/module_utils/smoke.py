@@ -6,8 +6,11 @@
 Each check is a pair of pure functions, `<check>_requests()` and a grader; the
 module sends the requests and hands the answers back. A grade is one of
 `passed`, `failed` or `expected_miss`: the last one for the misses the notes
-record as the model's own (for example the 12b, E4B and E2B spelling
-"necessary" backwards wrong), which are reported, not failed.
+record as the model's own, which are reported, not failed. Which misses a
+model has is data, not code: the catalog's `models.<short>.smoke_expected_misses`
+(data/catalog.yml), which the plan carries and the module receives as
+`expected_misses`; `resolve_misses()` applies its `when` / `unless` conditions
+to the plan.
 """
 from __future__ import absolute_import, division, print_function
 
@@ -18,20 +21,13 @@ import math
 import re
 import struct
 
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import png
 
-CHECKS = ("chat", "thinking", "tools", "vision", "audio", "accuracy")
+# The check names; the catalog validates smoke_expected_misses against the same tuple.
+CHECKS = cat.SMOKE_CHECKS
 DEFAULT_CHECKS = ("chat", "thinking", "tools", "vision", "accuracy")
 VISION_WORD = "vLLM"
-
-# Misses the notes record as the model's own, by model short name; each value
-# lists miss kinds per check. The catalog's `models.<short>.smoke_expected_misses`
-# replaces this table when the module is given `expected_misses`.
-KNOWN_MISSES = {
-    "12b": {"accuracy": ["reverse_necessary"], "vision": ["reads_llm"]},
-    "e4b": {"accuracy": ["reverse_necessary"], "vision": ["reads_llm"], "thinking": ["no_reasoning"]},
-    "e2b": {"accuracy": ["reverse_necessary"], "vision": ["reads_llm"], "thinking": ["no_reasoning"]},
-}
 
 # Twenty short questions with one unambiguous answer each: (id, question, accepted answers).
 # Numbers are matched as whole words; text answers as whole words, case-insensitive.
@@ -82,10 +78,38 @@ def select_checks(checks=None, audio=False):
     return [c for c in CHECKS if c in chosen]
 
 
-def expected_misses_for(model_short=None, override=None):
-    if override is not None:
-        return override
-    return KNOWN_MISSES.get((model_short or "").lower(), {})
+def plan_context(plan):
+    """What a miss's `when` / `unless` conditions test, taken from a plan (None where the plan is silent)."""
+    plan = plan or {}
+    return {"profile": plan.get("profile"), "drafter": plan.get("drafter"),
+            "model": (plan.get("model") or {}).get("short"), "node_count": plan.get("node_count"),
+            "expert_parallel": (plan.get("settings") or {}).get("expert_parallel")}
+
+
+def resolve_misses(table, context=None):
+    """{check: [miss ids]} that apply in `context`, from the catalog's smoke_expected_misses form.
+
+    `table` maps a check to a list whose entries are a miss id, or a dict with `miss` and optional `when`
+    and `unless` conditions (the catalog's condition keys). An entry applies when its `when` holds and its
+    `unless` does not; a condition on a value the context lacks does not hold.
+    """
+    resolved = {}
+    for check, entries in (table or {}).items():
+        if check not in CHECKS:
+            raise ValueError("expected misses name unknown smoke check %s; choose from %s" % (check, ", ".join(CHECKS)))
+        misses = []
+        for entry in entries or []:
+            if not isinstance(entry, dict):
+                misses.append(str(entry))
+                continue
+            if entry.get("when") and not cat.conditions_hold(entry["when"], context):
+                continue
+            if entry.get("unless") and cat.conditions_hold(entry["unless"], context):
+                continue
+            misses.append(str(entry["miss"]))
+        if misses:
+            resolved[check] = misses
+    return resolved
 
 
 def _chat(model, messages, max_tokens, **extra):
@@ -128,7 +152,7 @@ def build_requests(check, model, max_tokens=256):
         return [("audio", _chat(model, [{"role": "user", "content": content}], 64))]
     if check == "accuracy":
         return [(qid, _chat(model, [{"role": "user", "content": "Answer with only the answer, no explanation. "
-                                     + question}], 64)) for qid, question, _ in ACCURACY_SET]
+                                     + question}], 64)) for qid, question, _accepted in ACCURACY_SET]
     raise ValueError("unknown check %s" % check)
 
 
@@ -217,7 +241,7 @@ def grade(check, exchanges, expected_misses=None):
             if not answer:
                 reasons.append(fail("audio: empty answer", label, body, response))
         elif check == "accuracy":
-            accepted = {qid: ok for qid, _, ok in ACCURACY_SET}[label]
+            accepted = {qid: ok for qid, _question, ok in ACCURACY_SET}[label]
             if not answer_matches(answer, accepted):
                 reasons.append(fail("%s: expected %s, got %r" % (label, "/".join(accepted), answer[:120]),
                                     label, body, response, label))
@@ -226,9 +250,9 @@ def grade(check, exchanges, expected_misses=None):
         result["score"] = "%d/%d" % (total - len(reasons), total)
     if not reasons:
         return result
-    result["reason"] = "; ".join(text for text, _ in reasons)
-    result["miss"] = [miss for _, miss in reasons if miss]
-    if all(miss and miss in misses_allowed for _, miss in reasons):
+    result["reason"] = "; ".join(text for text, _miss in reasons)
+    result["miss"] = [miss for _text, miss in reasons if miss]
+    if all(miss and miss in misses_allowed for _text, miss in reasons):
         result["status"] = "expected_miss"
         result["reason"] = "known miss of this model (notes): " + result["reason"]
     else:
@@ -269,9 +293,8 @@ def checks_for_plan(plan):
     return chosen
 
 
-def misses_for_plan(plan):
-    """Known misses for the plan's model: the catalog's smoke_expected_misses, else the built-in table."""
-    model = (plan or {}).get("model") or {}
-    if isinstance(model.get("smoke_expected_misses"), dict):
-        return model["smoke_expected_misses"]
-    return KNOWN_MISSES.get(str(model.get("short") or (plan or {}).get("model_short") or "").lower(), {})
+def misses_for_plan(plan, table=None):
+    """Misses that apply to the plan: `table` (the catalog's form), else the plan's model.smoke_expected_misses."""
+    if table is None:
+        table = ((plan or {}).get("model") or {}).get("smoke_expected_misses") or {}
+    return resolve_misses(table, plan_context(plan))

@@ -18,10 +18,12 @@ description:
     generated WAV, for the E-series when their audio input is enabled) and C(accuracy) (twenty short questions with
     unambiguous answers, including spelling "necessary" backwards).
   - Misses the notes record as the model's own are reported as C(expected_miss), not as failures; everything else
-    fails the check with its request and response.
+    fails the check with its request and response. Which misses a model has comes from the catalog
+    (C(models.<short>.smoke_expected_misses) in C(data/catalog.yml)) through O(expected_misses); this module
+    holds no table of its own.
   - A check the model cannot do is a failure, not a skip; choose the checks with O(checks).
 author:
-  - sparkfleet.vllm contributors
+  - sparkfleet.vllm contributors (@sparkfleet)
 options:
   url:
     description: Base URL of the server, without C(/v1).
@@ -46,22 +48,23 @@ options:
     choices: [chat, thinking, tools, vision, audio, accuracy]
   plan:
     description:
-      - The deployment plan (the C(vllm_plan) fact), used to pick default checks and the model's known misses
-        (C(plan.model.smoke_expected_misses), else the built-in table for C(plan.model.short)).
+      - The deployment plan (the C(vllm_plan) fact). Picks the default checks, and its C(profile), C(drafter),
+        C(node_count) and C(model.short) decide which O(expected_misses) conditions hold.
+      - When O(expected_misses) is omitted, the plan's C(model.smoke_expected_misses) is used.
     type: dict
   audio:
     description: Add the C(audio) check (E-series with C("audio") in C(--limit-mm-per-prompt)).
     type: bool
     default: false
-  model_short:
-    description: The catalog's short model name (C(31b), C(26b-a4b), C(12b), C(e4b), C(e2b)); picks the built-in
-      table of known misses when O(expected_misses) is not given.
-    type: str
   expected_misses:
     description:
-      - "Known misses per check, as the catalog's C(smoke_expected_misses) for the model records them, for example
-        C({accuracy: [reverse_necessary], vision: [reads_llm], thinking: [no_reasoning]})."
-      - Overrides the built-in table chosen by O(model_short).
+      - Known misses of the model per check, in the catalog's C(smoke_expected_misses) form, normally
+        C("{{ vllm_plan.model.smoke_expected_misses | default({}) }}").
+      - Each check maps to a list of miss ids (an accuracy question id, C(reads_llm), C(no_reasoning)), or of
+        dicts with C(miss) and optional C(when) / C(unless) conditions (C(profiles), C(drafters), C(models),
+        C(models_except), C(min_nodes), C(expert_parallel)) tested against O(plan). A condition on something the
+        plan does not say does not hold.
+      - Omitted and without O(plan), every miss fails its check.
     type: dict
   max_tokens:
     description: Token budget for the thinking and tool-call answers.
@@ -77,11 +80,14 @@ options:
     default: true
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: In check mode no request is sent.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   idempotent:
+    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: full
     details: Read-only; never reports a change.
 seealso:
@@ -95,14 +101,17 @@ EXAMPLES = r"""
     url: "http://{{ ansible_host }}:8000"
     model: "{{ vllm_plan.served_name }}"
     plan: "{{ vllm_plan }}"
+    expected_misses: "{{ vllm_plan.model.smoke_expected_misses | default({}) }}"
   delegate_to: localhost
 
 - name: Only chat and vision, recording failures without failing the play
   sparkfleet.vllm.smoke:
     url: http://127.0.0.1:8000
     model: gemma-4-e4b
-    checks: [chat, vision]
+    checks: [chat, vision, accuracy]
     audio: true
+    expected_misses:
+      vision: [reads_llm]
     fail_on_failure: false
 """
 
@@ -156,9 +165,8 @@ def main():
             "checks": {"type": "list", "elements": "str", "choices": list(smoke.CHECKS)},
             "plan": {"type": "dict"},
             "audio": {"type": "bool", "default": False},
-            "model_short": {"type": "str"},
             "expected_misses": {"type": "dict"},
-            "max_tokens": {"type": "int", "default": 512},
+            "max_tokens": {"type": "int", "default": 512, "no_log": False},
             "timeout": {"type": "float", "default": 120},
             "fail_on_failure": {"type": "bool", "default": True},
         },
@@ -167,13 +175,13 @@ def main():
     p = module.params
     wanted = p["checks"] or (smoke.checks_for_plan(p["plan"]) if p["plan"] else None)
     names = smoke.select_checks(wanted, p["audio"])
+    try:
+        misses = smoke.misses_for_plan(p["plan"], p["expected_misses"])
+    except (ValueError, KeyError, TypeError, smoke.cat.CatalogError) as exc:
+        module.fail_json(msg="expected_misses is not in the catalog's smoke_expected_misses form: %s" % exc)
     if module.check_mode:
         module.exit_json(changed=False, checks=[], counts={}, failed_checks=[],
                          msg="check mode: would run %s" % ", ".join(names))
-    misses = p["expected_misses"]
-    if misses is None:
-        misses = smoke.misses_for_plan(p["plan"]) if p["plan"] and not p["model_short"] else \
-            smoke.expected_misses_for(p["model_short"])
     results = run_checks(p["url"], p["model"], names, p["api_key"], p["max_tokens"], p["timeout"], misses)
     counts, line = smoke.summary(results)
     failed = [r["name"] for r in results if r["status"] == "failed"]

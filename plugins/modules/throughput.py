@@ -28,7 +28,7 @@ description:
     additions under C(sparkfleet)) and a Markdown summary to O(results_dir), plus a PNG plot for sweeps.
   - Reads speculative-decoding acceptance and KV cache capacity from C(/metrics) where exposed.
 author:
-  - sparkfleet.vllm contributors
+  - sparkfleet.vllm contributors (@sparkfleet)
 options:
   url:
     description: Base URL of the server, without C(/v1).
@@ -42,7 +42,7 @@ options:
     description: API key sent as a bearer token when the server requires one.
     type: str
   mode:
-    description: What to measure.
+    description: What to measure, one of the catalog's C(bench_modes) (C(data/catalog.yml), listed in C(docs/catalog.md)).
     type: str
     choices: [standard, sweep, load]
     default: standard
@@ -102,11 +102,14 @@ options:
     default: {}
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: In check mode no request is sent and nothing is written.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   idempotent:
+    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: full
     details: Measures only; result files are records, not managed state, so the task never reports a change.
 notes:
@@ -211,27 +214,31 @@ def write_results(results_dir, result):
     return [base + ".json", base + ".md"] + files, summary
 
 
+# `mode` choices and default repeat the catalog's bench_modes / defaults.bench_mode: a module runs where the
+# catalog is not, so a unit test (tests/unit/plugins/modules/test_throughput.py) keeps them equal.
+MODES = ("standard", "sweep", "load")
+DEFAULT_MODE = "standard"
+ARGUMENT_SPEC = {
+    "url": {"type": "str", "required": True},
+    "model": {"type": "str", "required": True},
+    "api_key": {"type": "str", "no_log": True},
+    "mode": {"type": "str", "default": DEFAULT_MODE, "choices": list(MODES)},
+    "api": {"type": "str", "default": "chat", "choices": ["chat", "completions"]},
+    "output_tokens": {"type": "int", "default": 1024, "no_log": False},
+    "streams": {"type": "int", "default": 8},
+    "concurrency": {"type": "list", "elements": "int", "default": [1, 8, 32, 64]},
+    "prompt_tokens": {"type": "list", "elements": "int", "default": [1024, 8192], "no_log": False},
+    "warmup": {"type": "int", "default": 1},
+    "timeout": {"type": "float", "default": 1800},
+    "results_dir": {"type": "path"},
+    "baseline": {"type": "dict"},
+    "min_ratio": {"type": "float", "default": 0.9},
+    "load_shape": {"type": "dict", "default": {}},
+}
+
+
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "url": {"type": "str", "required": True},
-            "model": {"type": "str", "required": True},
-            "api_key": {"type": "str", "no_log": True},
-            "mode": {"type": "str", "default": "standard", "choices": ["standard", "sweep", "load"]},
-            "api": {"type": "str", "default": "chat", "choices": ["chat", "completions"]},
-            "output_tokens": {"type": "int", "default": 1024},
-            "streams": {"type": "int", "default": 8},
-            "concurrency": {"type": "list", "elements": "int", "default": [1, 8, 32, 64]},
-            "prompt_tokens": {"type": "list", "elements": "int", "default": [1024, 8192]},
-            "warmup": {"type": "int", "default": 1},
-            "timeout": {"type": "float", "default": 1800},
-            "results_dir": {"type": "path"},
-            "baseline": {"type": "dict"},
-            "min_ratio": {"type": "float", "default": 0.9},
-            "load_shape": {"type": "dict", "default": {}},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     p = module.params
     if p["mode"] == "load" and not (p["load_shape"] or {}).get("max_model_len"):
         module.fail_json(msg="mode=load needs load_shape.max_model_len (the plan's context) to size the bursts")

@@ -24,7 +24,8 @@ def test_catalog_is_structurally_sound(catalog):
 
 
 def test_catalog_has_every_top_level_key(catalog):
-    for key in ("models", "drafters", "profiles", "releases", "baselines", "sweeps", "rules"):
+    for key in ("models", "drafters", "profiles", "releases", "baselines", "sweeps", "rules", "objectives", "bench_modes",
+                "diagnostics"):
         assert key in catalog
 
 
@@ -312,6 +313,66 @@ def test_validation_catches_a_bad_row(catalog):
     assert any("is not a figure" in p for p in problems) and any("duplicates" in p for p in problems)
 
 
+def test_objectives_and_bench_modes(catalog):
+    assert list(catalog["objectives"]) == ["interactive", "throughput"]
+    assert catalog["objectives"]["interactive"]["metric"] == "single_stream_tok_s"
+    assert catalog["objectives"]["throughput"]["metric"] == "aggregate_8_tok_s"
+    assert catalog["defaults"]["objective"] == "interactive"
+    assert list(catalog["bench_modes"]) == ["standard", "sweep", "load"]
+    assert catalog["defaults"]["bench_mode"] == "standard"
+    assert cat.objective_names(catalog) == ["interactive", "throughput"]
+    assert cat.bench_mode_names(catalog) == ["standard", "sweep", "load"]
+    for table in ("objectives", "bench_modes"):
+        assert all(entry["description"].strip() for entry in catalog[table].values()), table
+
+
+def test_validation_of_the_new_tables(catalog):
+    catalog["defaults"]["objective"] = "latency"
+    catalog["defaults"]["bench_mode"] = "soak"
+    catalog["objectives"]["interactive"]["metric"] = "tok_s"
+    del catalog["bench_modes"]["sweep"]["description"]
+    catalog["models"]["12b"]["smoke_expected_misses"]["vision"][0]["unless"] = {"drafters": ["eagle"]}
+    catalog["models"]["e2b"]["smoke_expected_misses"]["speling"] = [{"miss": "x"}]
+    catalog["models"]["e4b"]["smoke_expected_misses"]["thinking"][0]["when"] = {"gpus": 2}
+    catalog["diagnostics"][0]["patterns"].append("unbalanced (")
+    catalog["diagnostics"][1]["id"] = catalog["diagnostics"][0]["id"]
+    del catalog["diagnostics"][2]["fix"]
+    catalog["releases"]["v0.30.0"]["defects"][0]["when"]["profiles"] = ["h100"]
+    problems = "\n".join(cat.validate_catalog(catalog))
+    for expected in ("defaults.objective 'latency'", "defaults.bench_mode 'soak'", "objectives.interactive.metric",
+                     "bench_modes.sweep lacks a description", "smoke_expected_misses.vision[0].unless.drafters",
+                     "unknown smoke check speling", "unknown condition gpus", "does not compile", "duplicated id",
+                     "must have exactly the keys", "defect expert-parallel-copied-into-drafter when.profiles"):
+        assert expected in problems, expected
+
+
+def test_catalog_view_reads_the_catalog_on_first_use(monkeypatch):
+    view = cat.CatalogView(cat.bench_mode_names)
+    assert list(view) == ["standard", "sweep", "load"] and len(view) == 3 and view[0] == "standard"
+    assert view == ("standard", "sweep", "load") and "load" in view
+
+    def unreadable(*_args, **_kwargs):
+        raise cat.CatalogError("no catalog here")
+    monkeypatch.setattr(cat, "load_catalog", unreadable)
+    assert list(cat.CatalogView(cat.diagnostics, missing=())) == []
+    with pytest.raises(cat.CatalogError):
+        list(cat.CatalogView(cat.objective_names))
+
+
+@pytest.mark.parametrize("when,context,holds", [
+    ({}, {}, True),
+    ({"profiles": ["dgx_spark"]}, {"profile": "dgx_spark"}, True),
+    ({"profiles": ["dgx_spark"]}, {"profile": "rtx_5090"}, False),
+    ({"profiles": ["dgx_spark"]}, {}, False),
+    ({"drafters": ["dflash"], "min_nodes": 2}, {"drafter": "dflash", "node_count": 2}, True),
+    ({"drafters": ["dflash"], "min_nodes": 2}, {"drafter": "dflash", "node_count": 1}, False),
+    ({"models_except": ["12b"]}, {"model": "12b"}, False),
+    ({"expert_parallel": True}, {"expert_parallel": False}, False),
+])
+def test_conditions_hold(when, context, holds):
+    assert cat.conditions_hold(when, context) is holds
+
+
 def test_docs_catalog_md_is_generated_from_the_catalog(catalog):
     path = REPO / "docs/catalog.md"
     rendered = cat.render_markdown(catalog)
@@ -321,6 +382,11 @@ def test_docs_catalog_md_is_generated_from_the_catalog(catalog):
         "docs/catalog.md is stale: REGENERATE_DOCS=1 pytest tests/unit/plugins/module_utils/test_catalog.py")
     for figure in ("120.3", "4,247 / 16", "271.09", "z-lab/gemma4-12B-it-DFlash", "607,331"):
         assert figure in rendered
+    for section in ("## Objectives", "## Benchmark modes", "### Known smoke-test misses", "## Start-up failure diagnostics"):
+        assert section in rendered, section
+    for text in ("`reverse_necessary`", "unless drafters dflash", "when profiles dgx_spark", "`mm_token_budget_floor`",
+                 "RPC call to sample_tokens timed out", "`aggregate_8_tok_s`"):
+        assert text in rendered, text
 
 
 # Numbers in docs/planner.md that are not catalog figures, each with why.

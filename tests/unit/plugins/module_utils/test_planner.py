@@ -471,3 +471,20 @@ def test_bad_input_is_refused_with_its_message(catalog, request_, message):
 
 def test_at_least_thirty_bad_input_cases():
     assert len(BAD_INPUT) >= 30
+
+
+def test_objectives_are_the_catalogs(catalog):
+    """vllm_objective accepts exactly the catalog's objectives, and auto compares each one's metric."""
+    import yaml
+
+    from ansible_collections.sparkfleet.vllm.plugins.modules import plan as plan_module
+
+    assert list(planner.OBJECTIVES) == list(catalog["objectives"]) == ["interactive", "throughput"]
+    assert yaml.safe_load(plan_module.DOCUMENTATION)["options"]["objective"]["choices"] == list(catalog["objectives"])
+    # A catalog with another objective plans with it: the planner holds no list of its own.
+    changed = cat.load_catalog()  # a copy: the module-scoped fixture stays as loaded
+    changed["objectives"]["kv_capacity"] = {"description": "most KV cache", "metric": "kv_cache_tokens", "label": "KV"}
+    plan = planner.plan(changed, {"profile": "rtx_5090", "model": "12b", "drafter": "auto", "objective": "kv_capacity"})
+    assert plan["objective"] == "kv_capacity"
+    # 12b on the RTX 5090: KV tokens none 1.02M > mtp 943,756 > dflash 758,979.
+    assert plan["drafter"] == "none" and any("objective kv_capacity picks the best measured KV" in r for r in plan["reasons"])

@@ -1,11 +1,31 @@
-"""Smoke grading: passes, failures with request/response, and the notes' known misses."""
+"""Smoke grading: passes, failures with request/response, and the notes' known misses.
+
+The known misses are the catalog's `models.<short>.smoke_expected_misses`
+(data/catalog.yml); these tests read them from there, through a plan-shaped
+dict, exactly as the module receives them from playbooks/verify.yml.
+"""
 import base64
 import json
 
 import pytest
 
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import openai_client as oc
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import png, smoke
+
+CATALOG = cat.load_catalog()
+
+
+def plan_for(short, profile="rtx_pro_6000", drafter="none", node_count=1):
+    """The parts of a plan that the misses depend on: the catalog's model entry, profile, drafter, nodes."""
+    model = dict(CATALOG["models"][short], short=short)
+    return {"model": model, "profile": profile, "drafter": drafter, "node_count": node_count}
+
+
+def misses(short, **plan):
+    """The known misses of a catalog model in a plan, as verify.yml hands them to the module."""
+    built = plan_for(short, **plan)
+    return smoke.misses_for_plan(built, built["model"].get("smoke_expected_misses") or {})
 
 
 def answer(content="", reasoning=None, tool_calls=None, status=200):
@@ -46,21 +66,21 @@ def test_accuracy_all_right_passes():
 
 def test_accuracy_known_miss_of_the_12b_is_expected():
     result = smoke.grade("accuracy", exchanges("accuracy", accuracy_answers({"reverse_necessary"})),
-                         smoke.expected_misses_for("12b"))
+                         misses("12b"))
     assert result["status"] == "expected_miss" and result["score"] == "19/20"
     assert result["miss"] == ["reverse_necessary"]
 
 
 def test_accuracy_same_miss_fails_on_a_model_without_it():
     result = smoke.grade("accuracy", exchanges("accuracy", accuracy_answers({"reverse_necessary"})),
-                         smoke.expected_misses_for("26b-a4b"))
+                         misses("26b-a4b"))
     assert result["status"] == "failed" and "yrassecen" in result["reason"]
     assert result["details"][0]["request"] and "I am not sure" in result["details"][0]["response"]
 
 
 def test_accuracy_other_miss_fails_even_for_the_12b():
     result = smoke.grade("accuracy", exchanges("accuracy", accuracy_answers({"reverse_necessary", "capital_france"})),
-                         smoke.expected_misses_for("12b"))
+                         misses("12b"))
     assert result["status"] == "failed" and result["score"] == "18/20"
 
 
@@ -77,8 +97,8 @@ def test_numbers_are_whole_words():
 
 def test_vision_reads_llm_is_expected_for_e4b_only():
     reads_llm = exchanges("vision", [answer("LLM")])
-    assert smoke.grade("vision", reads_llm, smoke.expected_misses_for("e4b"))["status"] == "expected_miss"
-    assert smoke.grade("vision", reads_llm, smoke.expected_misses_for("26b-a4b"))["status"] == "failed"
+    assert smoke.grade("vision", reads_llm, misses("e4b"))["status"] == "expected_miss"
+    assert smoke.grade("vision", reads_llm, misses("26b-a4b"))["status"] == "failed"
     assert smoke.grade("vision", exchanges("vision", [answer("vLLM")]))["status"] == "passed"
 
 
@@ -96,7 +116,7 @@ def test_thinking_needs_reasoning():
     result = smoke.grade("thinking", exchanges("thinking", [answer("42")]))
     assert result["status"] == "failed" and "no reasoning" in result["reason"]
     assert smoke.grade("thinking", exchanges("thinking", [answer("42")]),
-                       smoke.expected_misses_for("e2b"))["status"] == "expected_miss"
+                       misses("e2b", profile="dgx_spark"))["status"] == "expected_miss"
     body = smoke.build_requests("thinking", "m")[0][1]
     assert body["chat_template_kwargs"] == {"enable_thinking": True}
 
@@ -136,6 +156,73 @@ def test_checks_for_plan():
     assert smoke.checks_for_plan(gemma) == ["chat", "thinking", "tools", "vision", "audio", "accuracy"]
     text_only = {"model": {"vision": True}, "argv": ["x", "--language-model-only"]}
     assert "vision" not in smoke.checks_for_plan(text_only)
-    assert smoke.misses_for_plan(gemma) == smoke.KNOWN_MISSES["e4b"]
-    assert smoke.misses_for_plan({"model": {"short": "12b", "smoke_expected_misses": {"vision": []}}}) == \
-        {"vision": []}
+    gemma["model"]["smoke_expected_misses"] = CATALOG["models"]["e4b"]["smoke_expected_misses"]
+    assert smoke.misses_for_plan(gemma) == {"accuracy": ["reverse_necessary"], "vision": ["reads_llm"],
+                                            "thinking": ["no_reasoning"]}
+    # An explicit table wins over the plan's model entry.
+    assert smoke.misses_for_plan(gemma, {"vision": ["reads_llm"]}) == {"vision": ["reads_llm"]}
+    assert smoke.misses_for_plan({"model": {"short": "12b", "smoke_expected_misses": {"vision": []}}}) == {}
+
+
+def test_no_builtin_table_is_left():
+    """The misses live in the catalog only: without a table nothing is an expected miss."""
+    assert not hasattr(smoke, "KNOWN_MISSES")
+    assert smoke.misses_for_plan({"model": {"short": "e4b"}}) == {}
+    result = smoke.grade("vision", exchanges("vision", [answer("LLM")]), smoke.misses_for_plan({"model": {"short": "e4b"}}))
+    assert result["status"] == "failed"
+
+
+def test_catalog_misses_by_model_and_condition():
+    assert misses("26b-a4b") == {} and misses("31b") == {}
+    assert misses("12b") == {"accuracy": ["reverse_necessary"], "vision": ["reads_llm"]}
+    # The 12b reads the image right with DFlash on (the notes): then "LLM" is a real failure.
+    assert misses("12b", drafter="dflash") == {"accuracy": ["reverse_necessary"]}
+    reads_llm = exchanges("vision", [answer("LLM")])
+    assert smoke.grade("vision", reads_llm, misses("12b", drafter="dflash"))["status"] == "failed"
+    assert smoke.grade("vision", reads_llm, misses("12b", drafter="mtp"))["status"] == "expected_miss"
+    # The E4B returns no reasoning everywhere; the E2B only in the DGX Spark notes.
+    assert misses("e4b", profile="rtx_5090")["thinking"] == ["no_reasoning"]
+    assert misses("e2b", profile="dgx_spark", node_count=2)["thinking"] == ["no_reasoning"]
+    assert "thinking" not in misses("e2b", profile="rtx_5090")
+    no_reasoning = exchanges("thinking", [answer("42")])
+    assert smoke.grade("thinking", no_reasoning, misses("e2b", profile="rtx_5090"))["status"] == "failed"
+    assert smoke.grade("thinking", no_reasoning, misses("e2b", profile="dgx_spark"))["status"] == "expected_miss"
+
+
+# How each miss id the catalog may name is produced by a wrong answer.
+MISS_ANSWERS = {
+    ("vision", "reads_llm"): [answer("LLM")],
+    ("thinking", "no_reasoning"): [answer("42")],
+}
+MISS_ANSWERS.update({("accuracy", qid): accuracy_answers({qid}) for qid, _, _ in smoke.ACCURACY_SET})
+CATALOG_MISSES = [(short, check, entry["miss"]) for short, model in CATALOG["models"].items()
+                  for check, entries in (model.get("smoke_expected_misses") or {}).items() for entry in entries]
+
+
+def test_the_catalog_records_the_notes_misses():
+    assert sorted(CATALOG_MISSES) == sorted([
+        ("12b", "accuracy", "reverse_necessary"), ("12b", "vision", "reads_llm"),
+        ("e4b", "accuracy", "reverse_necessary"), ("e4b", "vision", "reads_llm"), ("e4b", "thinking", "no_reasoning"),
+        ("e2b", "accuracy", "reverse_necessary"), ("e2b", "vision", "reads_llm"), ("e2b", "thinking", "no_reasoning")])
+
+
+@pytest.mark.parametrize("short,check,miss", CATALOG_MISSES, ids=["%s-%s-%s" % m for m in CATALOG_MISSES])
+def test_every_catalog_miss_is_one_the_grader_produces(short, check, miss):
+    assert (check, miss) in MISS_ANSWERS, "the catalog names a miss smoke.grade never reports: %s/%s" % (check, miss)
+    result = smoke.grade(check, exchanges(check, MISS_ANSWERS[(check, miss)]), {check: [miss]})
+    assert result["miss"] == [miss] and result["status"] == "expected_miss"
+    assert smoke.grade(check, exchanges(check, MISS_ANSWERS[(check, miss)]), {})["status"] == "failed"
+
+
+def test_resolve_misses_forms_and_errors():
+    table = {"vision": ["reads_llm"], "thinking": [{"miss": "no_reasoning", "when": {"profiles": ["dgx_spark"]},
+                                                    "unless": {"min_nodes": 4}}]}
+    assert smoke.resolve_misses(table, {"profile": "dgx_spark", "node_count": 2}) == {
+        "vision": ["reads_llm"], "thinking": ["no_reasoning"]}
+    assert smoke.resolve_misses(table, {"profile": "dgx_spark", "node_count": 4}) == {"vision": ["reads_llm"]}
+    # A condition on something the context does not say does not hold.
+    assert smoke.resolve_misses(table, {}) == {"vision": ["reads_llm"]}
+    with pytest.raises(ValueError):
+        smoke.resolve_misses({"speling": ["x"]})
+    with pytest.raises(cat.CatalogError):
+        smoke.resolve_misses({"vision": [{"miss": "reads_llm", "when": {"gpus": [1]}}]}, {})

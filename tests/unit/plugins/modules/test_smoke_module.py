@@ -41,3 +41,22 @@ def _wrap(func, request):
 def test_check_mode(source):
     kind, res = run_module(smoke_module, {"url": source.url, "model": "fake"}, check_mode=True)
     assert kind == "exit" and res["checks"] == [] and source.requests == []
+
+
+def test_catalog_misses_passed_as_verify_passes_them(source, monkeypatch):
+    """verify.yml passes the plan and `vllm_plan.model.smoke_expected_misses`; conditions are applied to the plan."""
+    from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
+    from ansible_collections.sparkfleet.vllm.plugins.module_utils import openai_client as oc
+
+    def reads_llm(url, method="GET", body=None, api_key=None, timeout=0):
+        return oc.Response(status=200, body={"choices": [{"message": {"content": "LLM"}}]}, text="LLM")
+    monkeypatch.setattr(smoke_module, "run_checks", _wrap(smoke_module.run_checks, reads_llm))
+    table = cat.load_catalog()["models"]["12b"]["smoke_expected_misses"]
+    base = {"url": source.url, "model": "fake", "checks": ["vision"], "expected_misses": table}
+    kind, res = run_module(smoke_module, dict(base, plan={"model": {"short": "12b"}, "drafter": "mtp"}))
+    assert kind == "exit" and res["counts"]["expected_miss"] == 1 and res["checks"][0]["miss"] == ["reads_llm"]
+    # The notes: the 12b reads the image right with DFlash on, so there "LLM" fails the check.
+    kind, res = run_module(smoke_module, dict(base, plan={"model": {"short": "12b"}, "drafter": "dflash"}))
+    assert kind == "fail" and res["failed_checks"] == ["vision"]
+    kind, res = run_module(smoke_module, dict(base, expected_misses={"vison": ["reads_llm"]}))
+    assert kind == "fail" and "unknown smoke check vison" in res["msg"]

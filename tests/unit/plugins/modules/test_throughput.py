@@ -2,9 +2,11 @@
 import json
 
 import pytest
+import yaml
 from http_module_helpers import FastTokenSource, run_module
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import bench_run
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
 from ansible_collections.sparkfleet.vllm.plugins.modules import throughput
 
 
@@ -101,3 +103,12 @@ def test_load_needs_the_context(source):
 def test_check_mode_sends_nothing(source):
     kind, res = run_module(throughput, {"url": source.url, "model": "fake"}, check_mode=True)
     assert kind == "exit" and res["changed"] is False and source.requests == []
+
+
+def test_mode_choices_are_the_catalogs_bench_modes():
+    """The module cannot read the catalog on a managed host, so its choices repeat the catalog's keys."""
+    catalog = cat.load_catalog()
+    documented = yaml.safe_load(throughput.DOCUMENTATION)["options"]["mode"]
+    assert documented["choices"] == list(catalog["bench_modes"])
+    assert throughput.ARGUMENT_SPEC["mode"]["choices"] == list(catalog["bench_modes"])
+    assert documented["default"] == throughput.ARGUMENT_SPEC["mode"]["default"] == catalog["defaults"]["bench_mode"]
