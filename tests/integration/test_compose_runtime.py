@@ -44,6 +44,9 @@ def compose_host(tmp_path_factory, vllm_cpu_venv):
         "vllm_profile": "cpu", "vllm_model": "tiny", "vllm_port": PORT, "vllm_runtime": "native",
         "plan_dir": str(work / "plans"),
         "standin_image": tag[0],
+        # The base image has no C++ compiler for torch.compile's CPU backend: run eager.
+        "standin_env": {"TORCHDYNAMO_DISABLE": "1"},
+        "vllm_extra_args": ["--enforce-eager"],
         "vllm_native_venv": str(vllm_cpu_venv),
         "weights_hf_home": str(work / "hf"),
         "vllm_compose_project_dir": str(work / "project"),
@@ -91,7 +94,7 @@ def wait_ready(timeout=600):
 
 
 def test_first_run_serves_the_plan(compose_host):
-    changed, _ = converge(compose_host)
+    changed, _stdout = converge(compose_host)
     assert changed > 0
     models = wait_ready()
     assert [m["id"] for m in models["data"]] == ["tiny"]
@@ -124,7 +127,7 @@ def test_second_run_changes_nothing_and_keeps_the_container(compose_host):
 
 def test_changed_plan_recreates_once(compose_host):
     before = started_at()
-    changed, _ = converge(compose_host, vllm_max_num_seqs=32)
+    changed, _stdout = converge(compose_host, vllm_max_num_seqs=32)
     assert changed > 0
     after = started_at()
     assert after != before
