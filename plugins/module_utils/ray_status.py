@@ -97,7 +97,10 @@ def evaluate(nodes, expected, names=None, min_gpus=0):
     DEAD entries of earlier runs, which count only when no ALIVE one exists.
     """
     names = names or {}
-    label = lambda ip: "%s (%s)" % (names[ip], ip) if ip in names else ip  # noqa: E731
+
+    def label(ip):
+        return "%s (%s)" % (names[ip], ip) if ip in names else ip
+
     alive = {}
     dead = set()
     for node in nodes:
@@ -161,15 +164,15 @@ def _main(argv=None):  # pragma: no cover - exercised on hosts by the serve unit
     while True:
         try:
             probe = subprocess.run([args.python, "-c", PROBE_SOURCE, args.address], stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, universal_newlines=True, timeout=max(10, args.interval * 6))
+                                   stderr=subprocess.PIPE, universal_newlines=True, timeout=max(10, args.interval * 6), check=False)
             verdict = evaluate(parse_nodes(probe.stdout), expected, names, args.min_gpus)
         except (RayStatusError, subprocess.TimeoutExpired) as exc:
             verdict = {"ok": False, "message": "Ray at %s does not answer: %s" % (args.address, exc)}
         if verdict["ok"]:
-            print("ray-gate: %s" % verdict["message"])
+            sys.stdout.write("ray-gate: %s\n" % verdict["message"])
             return 0
         if time.time() >= deadline:
-            print("ray-gate: gave up after %ds: %s" % (args.timeout, verdict["message"]), file=sys.stderr)
+            sys.stderr.write("ray-gate: gave up after %ds: %s\n" % (args.timeout, verdict["message"]))
             return 1
         time.sleep(args.interval)
 

