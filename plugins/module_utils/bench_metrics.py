@@ -115,7 +115,7 @@ def calculate_metrics(outputs, duration, percentiles=DEFAULT_PERCENTILES):
 
 def single_stream_rate(output):
     """Decode rate of one request as the notes measure it: completion tokens over its wall time."""
-    length, _ = output_length(output)
+    length, _exact = output_length(output)
     latency = float(_get(output, "latency", 0.0) or 0.0)
     return length / latency if latency > 0 and _get(output, "success") else 0.0
 
@@ -153,7 +153,7 @@ def metric_total(samples, name):
     """Sum of a metric over all label sets, or None when the server does not expose it."""
     if name not in samples:
         return None
-    return sum(value for _, value in samples[name])
+    return sum(value for _labels, value in samples[name])
 
 
 def counter_delta(before, after, name):
@@ -177,7 +177,7 @@ def kv_cache_tokens(samples):
 
     Newer releases label it kv_cache_size_tokens; older ones only num_gpu_blocks and block_size.
     """
-    for labels, _ in samples.get("vllm:cache_config_info", []):
+    for labels, _value in samples.get("vllm:cache_config_info", []):
         size_tokens = labels.get("kv_cache_size_tokens")
         if size_tokens and size_tokens.isdigit():
             return int(size_tokens)

@@ -45,8 +45,8 @@ def markdown_standard(result):
              "| Measure | Value |", "|---|---|",
              "| Single-stream decode (mean of %d prompts) | %s tok/s |" % (
                  len(extra.get("single_stream_runs", [])), _fmt(extra.get("single_stream_tok_s"))),
-             "| Aggregate decode, %d streams | %s tok/s |" % (extra.get("aggregate_streams", 8),
-                                                             _fmt(extra.get("aggregate_8_tok_s"))),
+             "| Aggregate decode, %d streams | %s tok/s |" % (
+                 extra.get("aggregate_streams", 8), _fmt(extra.get("aggregate_8_tok_s"))),
              "| Median TTFT (8 streams) | %s ms |" % _fmt(result.get("median_ttft_ms")),
              "| p99 ITL (8 streams) | %s ms |" % _fmt(result.get("p99_itl_ms")),
              "| KV cache capacity | %s tokens |" % _fmt(extra.get("kv_cache_tokens")),
@@ -83,8 +83,8 @@ def markdown_load(result):
     lines = ["# Load test - %s" % result.get("model_id", ""), "", "| Burst | Requests | Failed | Duration s |",
              "|---|---|---|---|"]
     for burst in extra.get("bursts", []):
-        lines.append("| %s | %d | %d | %s |" % (burst["name"], burst["requests"], burst["failed"],
-                                               _fmt(burst["duration"], 1)))
+        lines.append("| %s | %d | %d | %s |" % (
+            burst["name"], burst["requests"], burst["failed"], _fmt(burst["duration"], 1)))
     lines += ["", "GPU memory peak: %s" % (
         "%s MiB" % _fmt(extra["gpu_memory_peak_mib"]) if extra.get("gpu_memory_peak_mib") is not None
         else "not sampled (%s)" % extra.get("gpu_memory_note", "no nvidia-smi")), ""]
@@ -140,7 +140,7 @@ def _panel(canvas, left, top, width, height, title, xs, series, ykey):
     for x, px in positions.items():
         canvas.line(px, top + height, px, top + height + 3, png.BLACK)
         canvas.text(px - png.Canvas.text_width(str(x)) // 2, top + height + 6, str(x))
-    for index, (_, points) in enumerate(sorted(series.items())):
+    for index, (_name, points) in enumerate(sorted(series.items())):
         color = png.PALETTE[index % len(png.PALETTE)]
         coords = [(positions[p["concurrency"]], top + height - height * p[ykey] / ymax) for p in points]
         for a, b in zip(coords, coords[1:]):

@@ -117,7 +117,7 @@ def _server_side(client, before, after, extra):
 
 def warm_up(client, count):
     if count:
-        client.stream([client.payload("Hello, please count to twenty.", 16) for _ in range(int(count))],
+        client.stream([client.payload("Hello, please count to twenty.", 16) for _request in range(int(count))],
                       concurrency=int(count))
 
 
@@ -130,7 +130,7 @@ def run_standard(client, output_tokens=1024, warmup=1, streams=8, prompts=STANDA
     single_runs = []
     failures = []
     for index, prompt in enumerate(prompts):
-        outputs, _ = client.stream([client.payload(prompt, output_tokens)], concurrency=1)
+        outputs, _duration = client.stream([client.payload(prompt, output_tokens)], concurrency=1)
         out = outputs[0]
         if not out.success:
             failures.append("single-stream prompt %d: %s" % (index, out.error))
@@ -164,7 +164,7 @@ def run_standard(client, output_tokens=1024, warmup=1, streams=8, prompts=STANDA
 
 def random_prompt(client, prompt_tokens, rng):
     """A prompt of exactly prompt_tokens tokens (token ids via /tokenize) or, failing that, about as many words."""
-    words = [rng.choice(FILLER_WORDS) for _ in range(int(prompt_tokens * 1.2) + 8)]
+    words = [rng.choice(FILLER_WORDS) for _word in range(int(prompt_tokens * 1.2) + 8)]
     text = " ".join(words)
     tokens = client.tokenize(text)
     if tokens:
@@ -196,7 +196,7 @@ def run_sweep(client, concurrency=(1, 8, 32, 64), prompt_tokens=(1024, 8192), ou
                         "inflating throughput and understating TTFT" % detail)
             rng = random.Random("%s-%s-%s" % (seed, length, conc))
             prompts = []
-            for _ in range(conc):
+            for _stream in range(conc):
                 prompt, is_exact = random_prompt(client, length, rng)
                 exact = exact and is_exact
                 prompts.append(prompt)
@@ -234,8 +234,8 @@ def _distinct_image(index, soft_tokens):
     side = 224 if soft_tokens <= 280 else 672
     canvas = png.Canvas(side, side)
     rng = random.Random(index)
-    for _ in range(12):
-        color = tuple(rng.randrange(256) for _ in range(3))
+    for _shape in range(12):
+        color = tuple(rng.randrange(256) for _channel in range(3))
         x, y = rng.randrange(side), rng.randrange(side)
         canvas.rect(x, y, x + rng.randrange(20, side // 2), y + rng.randrange(20, side // 2), color)
     canvas.text(10, 10, "IMAGE %d" % index, png.BLACK, 3)
@@ -279,7 +279,7 @@ def run_load(client, bursts, output_tokens=128, sampler=None):
                         "max_soft_tokens": burst["max_soft_tokens"]}))
                 api = "chat"
             else:
-                prompts = [random_prompt(client, burst["prompt_tokens"], rng)[0] for _ in range(burst["count"])]
+                prompts = [random_prompt(client, burst["prompt_tokens"], rng)[0] for _request in range(burst["count"])]
                 api = "completions" if isinstance(prompts[0], list) else client.api
                 payloads = [client.payload(p, output_tokens, api=api) for p in prompts]
             outputs, duration = client.stream(payloads, concurrency=len(payloads), api=api)
@@ -314,7 +314,7 @@ class GpuMemorySampler:
         self._thread = None
 
     def sample(self):
-        rc, out, _ = self.run_command([self.nvidia_smi, "--query-gpu=memory.used", "--format=csv,noheader,nounits"])
+        rc, out, _err = self.run_command([self.nvidia_smi, "--query-gpu=memory.used", "--format=csv,noheader,nounits"])
         if rc != 0:
             return None
         values = [int(v.strip()) for v in out.splitlines() if v.strip().isdigit()]

@@ -1,11 +1,12 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, sparkfleet.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Stdlib-only client for vLLM's OpenAI-compatible API.
+"""Client for vLLM's OpenAI-compatible API: the standard library plus Ansible's open_url.
 
 Two parts:
-- `request_json`: one blocking request (urllib), for health probes, smoke
-  checks and /metrics. A refused connection is reported, not raised.
+- `request_json`: one blocking request through Ansible's
+  `ansible.module_utils.urls.open_url`, for health probes, smoke checks and
+  /metrics. A refused connection is reported, not raised.
 - `run_streams`: many streaming requests at once on one thread, driven by
   `selectors` over non-blocking sockets. Each server-sent event is stamped with
   `time.perf_counter()` when its bytes arrive, the same way vLLM's own
@@ -24,14 +25,11 @@ import json
 import selectors
 import socket
 import time
+from urllib.error import HTTPError, URLError
+from urllib.parse import urlsplit
 
-try:
-    from urllib.error import HTTPError, URLError
-    from urllib.parse import urlsplit
-    from urllib.request import Request, urlopen
-except ImportError:  # pragma: no cover - Python 2 is not supported, this keeps sanity's import test quiet
-    HTTPError = URLError = Exception
-    urlsplit = Request = urlopen = None
+from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
+from ansible.module_utils.urls import open_url
 
 
 class Response:
@@ -78,17 +76,18 @@ def _is_refused(reason):
 def request_json(url, method="GET", body=None, api_key=None, timeout=30.0):
     """One request; JSON bodies are parsed when possible. Never raises on HTTP or socket errors."""
     data = None if body is None else json.dumps(body).encode("utf-8")
-    req = Request(url, data=data, method=method, headers=headers_for(api_key, body is not None))
     started = time.monotonic()
     try:
-        with urlopen(req, timeout=timeout) as resp:
+        # ~/.netrc must not add credentials of its own; the API key is the only one sent.
+        with open_url(url, data=data, method=method, headers=headers_for(api_key, body is not None),
+                      timeout=timeout, use_netrc=False) as resp:
             status, raw = resp.status, resp.read()
     except HTTPError as exc:
         status, raw = exc.code, exc.read() or b""
     except URLError as exc:
         return Response(error=str(exc.reason), refused=_is_refused(exc.reason),
                         elapsed=time.monotonic() - started)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, UrlsConnectionError) as exc:
         return Response(error=str(exc) or exc.__class__.__name__, refused=_is_refused(exc),
                         elapsed=time.monotonic() - started)
     text = raw.decode("utf-8", "replace")
@@ -254,7 +253,7 @@ class _Conn:
             self.status = int(lines[0].split()[1])
             self.out.status = self.status
             for line in lines[1:]:
-                name, _, value = line.partition(b":")
+                name, _colon, value = line.partition(b":")
                 name = name.strip().lower()
                 if name == b"transfer-encoding" and b"chunked" in value.lower():
                     self.chunked = True

@@ -48,7 +48,7 @@ class Canvas:
     def __init__(self, width, height, background=WHITE):
         self.width = int(width)
         self.height = int(height)
-        self.rows = [bytearray(bytes(background) * self.width) for _ in range(self.height)]
+        self.rows = [bytearray(bytes(background) * self.width) for _row in range(self.height)]
 
     def set(self, x, y, color):
         if 0 <= x < self.width and 0 <= y < self.height:

@@ -22,7 +22,7 @@ description:
   - The action plugin polls HTTP from the controller and runs the process and log checks on the target; at least
     every 30 seconds it prints the phase, the weights downloaded so far and the elapsed time.
 author:
-  - sparkfleet.vllm contributors
+  - sparkfleet.vllm contributors (@sparkfleet)
 options:
   url:
     description: Base URL of the server as the controller reaches it, without C(/v1).
@@ -69,14 +69,18 @@ options:
     default: 10.0
 attributes:
   action:
+    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
     support: full
     details: The action plugin polls from the controller and checks the server host through C(ansible.builtin.command).
   check_mode:
-    support: none
-    details: Nothing is started in check mode, so there is nothing to wait for; the task is skipped.
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: partial
+    details: Nothing is started in check mode, so there is nothing to wait for; the task returns at once, unchanged.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   idempotent:
+    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: full
     details: Read-only; never reports a change.
 notes:
@@ -183,12 +187,12 @@ def main():
         lambda: health.probe(p["url"], p["model"], p["api_key"], p["request_timeout"]),
         timeout=p["timeout"], interval=p["interval"], progress_every=p["progress_interval"],
         process_state=process_state, read_log=read_log, weights_bytes=weights_bytes)
-    result = waiter.run()
+    result = waiter.run()  # carries msg
     ok = result.pop("ok")
-    message = result.pop("msg")
+    result["changed"] = False
     if not ok:
-        module.fail_json(msg=message, changed=False, **result)
-    module.exit_json(msg=message, changed=False, **result)
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

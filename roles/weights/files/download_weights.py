@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Download a checkpoint from the Hugging Face hub into the cache, resumably.
 
 Uses huggingface_hub.snapshot_download, which resumes partial files and skips

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Generate the tiny stand-in model and place it in the Hugging Face cache.
 
 The local default (no GPU, no hub) serves this instead of Gemma 4: a

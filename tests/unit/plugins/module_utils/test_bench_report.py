@@ -32,7 +32,7 @@ def test_png_round_trip():
 
 
 def test_text_image_has_dark_pixels():
-    _, _, rows = decode_rgb(png.text_image("vLLM"))
+    _width, _height, rows = decode_rgb(png.text_image("vLLM"))
     assert any(b == 0 for row in rows for b in row)
 
 

@@ -39,7 +39,7 @@ NOTES_LINES = [
 ]
 
 
-@pytest.mark.parametrize("expected,line", NOTES_LINES, ids=[f"{e}-{i}" for i, (e, _) in enumerate(NOTES_LINES)])
+@pytest.mark.parametrize("expected,line", NOTES_LINES, ids=[f"{e}-{i}" for i, (e, _line) in enumerate(NOTES_LINES)])
 def test_notes_signatures(expected, line):
     found = diagnose.first_diagnosis("INFO starting\n" + line + "\nINFO shutting down", SIGNATURES)
     assert found is not None and found["id"] == expected
@@ -88,7 +88,7 @@ def test_every_signature_is_complete():
     for entry in SIGNATURES:
         assert set(entry) == {"id", "patterns", "title", "explanation", "fix"}
     # Every entry is exercised by a real or quoted log line above (the generic one by the ordering test).
-    assert set(ids) == {e for e, _ in NOTES_LINES} | {"bad_argument", "engine_startup_failed"}
+    assert set(ids) == {e for e, _line in NOTES_LINES} | {"bad_argument", "engine_startup_failed"}
 
 
 def test_figures_in_the_explanations_are_the_catalogs():

@@ -28,22 +28,27 @@ def catalog_profiles():
 
 # fixture dir -> what the capture shows (read off the files themselves)
 CASES = {
-    "nvidia-h200": {"count": 1, "name": "NVIDIA H200", "cap": "9.0", "mem": [143771], "unified": False,
-                        "driver": "580.159.04", "branch": 580, "cuda": "13.0", "module": "open", "profile": None,
-                        "reason": "NVIDIA H200 is compute capability 9.0 (Hopper); NVFP4 needs Blackwell's FP4 tensor cores"},
-    "nvidia-h200-x2": {"count": 2, "name": "NVIDIA H200", "cap": "9.0", "mem": [143771, 143771], "unified": False,
-                           "driver": "580.159.04", "branch": 580, "cuda": "13.0", "module": "open", "profile": None,
-                           "reason": "(Hopper); NVFP4 needs Blackwell's FP4 tensor cores (10.x/12.x)"},
-    "nvidia-gb10-constructed": {"count": 1, "name": "NVIDIA GB10", "cap": "12.1", "mem": [None], "unified": True,
-                                    "driver": "580.95.05", "branch": 580, "cuda": "13.0", "module": "open",
-                                    "profile": "dgx_spark", "reason": "matches profile dgx_spark"},
-    "nvidia-rtx-pro-6000-constructed": {"count": 1, "name": "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
-                                            "cap": "12.0", "mem": [97887], "unified": False, "driver": "580.95.05",
-                                            "branch": 580, "cuda": None, "module": None, "profile": "rtx_pro_6000",
-                                            "reason": "matches profile rtx_pro_6000"},
-    "nvidia-rtx-5090-constructed": {"count": 1, "name": "NVIDIA GeForce RTX 5090", "cap": "12.0", "mem": [32607],
-                                        "unified": False, "driver": "580.95.05", "branch": 580, "cuda": None, "module": None,
-                                        "profile": "rtx_5090", "reason": "matches profile rtx_5090"},
+    "nvidia-h200": {
+        "count": 1, "name": "NVIDIA H200", "cap": "9.0", "mem": [143771], "unified": False,
+        "driver": "580.159.04", "branch": 580, "cuda": "13.0", "module": "open", "profile": None,
+        "reason": "NVIDIA H200 is compute capability 9.0 (Hopper); NVFP4 needs Blackwell's FP4 tensor cores"},
+    "nvidia-h200-x2": {
+        "count": 2, "name": "NVIDIA H200", "cap": "9.0", "mem": [143771, 143771], "unified": False,
+        "driver": "580.159.04", "branch": 580, "cuda": "13.0", "module": "open", "profile": None,
+        "reason": "(Hopper); NVFP4 needs Blackwell's FP4 tensor cores (10.x/12.x)"},
+    "nvidia-gb10-constructed": {
+        "count": 1, "name": "NVIDIA GB10", "cap": "12.1", "mem": [None], "unified": True,
+        "driver": "580.95.05", "branch": 580, "cuda": "13.0", "module": "open",
+        "profile": "dgx_spark", "reason": "matches profile dgx_spark"},
+    "nvidia-rtx-pro-6000-constructed": {
+        "count": 1, "name": "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+        "cap": "12.0", "mem": [97887], "unified": False, "driver": "580.95.05",
+        "branch": 580, "cuda": None, "module": None, "profile": "rtx_pro_6000",
+        "reason": "matches profile rtx_pro_6000"},
+    "nvidia-rtx-5090-constructed": {
+        "count": 1, "name": "NVIDIA GeForce RTX 5090", "cap": "12.0", "mem": [32607],
+        "unified": False, "driver": "580.95.05", "branch": 580, "cuda": None, "module": None,
+        "profile": "rtx_5090", "reason": "matches profile rtx_5090"},
 }
 
 

@@ -36,7 +36,7 @@ MODELS = oc.Response(status=200, body={"data": [{"id": "tiny"}]}, text='{"data":
 def test_probe_phases():
     request, calls = make_request({"/health": REFUSED})
     assert health.probe("http://h:8000", "tiny", request=request)["phase"] == "starting"
-    request, _ = make_request({"/health": OK, "/v1/models": oc.Response(status=200, body={"data": [{"id": "x"}]})})
+    request, _calls = make_request({"/health": OK, "/v1/models": oc.Response(status=200, body={"data": [{"id": "x"}]})})
     assert health.probe("http://h:8000", "tiny", request=request)["phase"] == "health"
     request, calls = make_request({"/health": OK, "/v1/models": MODELS,
                                    "/v1/completions": oc.Response(status=200, body={}, elapsed=0.1)})
@@ -47,7 +47,7 @@ def test_probe_phases():
 
 
 def test_probe_rejected_key_is_fatal():
-    request, _ = make_request({"/health": OK, "/v1/models": oc.Response(status=401, text="unauthorized")})
+    request, _calls = make_request({"/health": OK, "/v1/models": oc.Response(status=401, text="unauthorized")})
     assert "API key" in health.probe("http://h", "tiny", request=request)["fatal"]
 
 
@@ -66,7 +66,7 @@ def waiter(probes, clock, **kw):
 def test_ready_after_starting():
     clock = Clock()
     probes = [{"phase": "starting", "detail": "refused"}] * 5 + [{"phase": "ready", "detail": "ok", "served": ["t"]}]
-    w, _ = waiter(probes, clock, interval=3)
+    w, _lines = waiter(probes, clock, interval=3)
     result = w.run()
     assert result["ok"] and result["phase"] == "ready" and result["elapsed"] == pytest.approx(15.0)
 
@@ -74,8 +74,8 @@ def test_ready_after_starting():
 def test_exited_process_fails_fast_with_diagnosis():
     clock = Clock()
     log = "INFO starting\nValueError: User-specified max_model_len (8192) is greater than the derived max_model_len\n"
-    w, _ = waiter([{"phase": "starting", "detail": "refused"}], clock, interval=3, timeout=600,
-                  process_state=lambda: {"running": False, "detail": "exited 1"}, read_log=lambda: log)
+    w, _lines = waiter([{"phase": "starting", "detail": "refused"}], clock, interval=3, timeout=600,
+                       process_state=lambda: {"running": False, "detail": "exited 1"}, read_log=lambda: log)
     result = w.run()
     assert not result["ok"] and result["elapsed"] < 15
     assert result["diagnosis"]["id"] == "context_exceeds_model_max"
@@ -84,17 +84,17 @@ def test_exited_process_fails_fast_with_diagnosis():
 
 def test_exited_process_without_signature_settles_then_fails():
     clock = Clock()
-    w, _ = waiter([{"phase": "starting", "detail": "refused"}], clock, interval=3, timeout=600,
-                  process_state=lambda: {"running": False, "detail": "killed"}, read_log=lambda: "INFO loading\n")
+    w, _lines = waiter([{"phase": "starting", "detail": "refused"}], clock, interval=3, timeout=600,
+                       process_state=lambda: {"running": False, "detail": "killed"}, read_log=lambda: "INFO loading\n")
     result = w.run()
     assert not result["ok"] and result["diagnosis"] is None and 5 <= result["elapsed"] < 15
 
 
 def test_fatal_log_signature_with_process_still_up():
     clock = Clock()
-    w, _ = waiter([{"phase": "starting", "detail": "refused"}], clock, interval=3,
-                  process_state=lambda: {"running": True, "detail": "up"},
-                  read_log=lambda: "torch.OutOfMemoryError: CUDA out of memory.")
+    w, _lines = waiter([{"phase": "starting", "detail": "refused"}], clock, interval=3,
+                       process_state=lambda: {"running": True, "detail": "up"},
+                       read_log=lambda: "torch.OutOfMemoryError: CUDA out of memory.")
     result = w.run()
     assert not result["ok"] and result["diagnosis"]["id"] == "out_of_memory" and result["elapsed"] < 1
 
@@ -147,16 +147,18 @@ def test_pidfile_script_on_this_host(tmp_path):
     pidfile = tmp_path / "p.pid"
     pidfile.write_text(str(os.getpid()))
     argv = health.process_check(pidfile=str(pidfile))[1]
-    assert subprocess.run(argv, capture_output=True, text=True).stdout.startswith("running")
+    assert subprocess.run(argv, capture_output=True, text=True, check=False).stdout.startswith("running")
     pidfile.write_text("999999999")
-    assert subprocess.run(argv, capture_output=True, text=True).stdout.startswith("exited")
+    assert subprocess.run(argv, capture_output=True, text=True, check=False).stdout.startswith("exited")
 
 
 def test_log_script_reads_only_new_lines(tmp_path):
     import subprocess
     log = tmp_path / "v.log"
     log.write_text("old fatal: CUDA out of memory\n")
-    offset = int(subprocess.run(health.log_offset_command(str(log)), capture_output=True, text=True).stdout)
+    offset = int(subprocess.run(health.log_offset_command(str(log)), capture_output=True, text=True,
+                                check=True).stdout)
     log.write_text(log.read_text() + "new line\n")
-    out = subprocess.run(health.log_command(log_path=str(log), offset=offset), capture_output=True, text=True).stdout
+    out = subprocess.run(health.log_command(log_path=str(log), offset=offset), capture_output=True, text=True,
+                         check=True).stdout
     assert out == "new line\n"

@@ -35,20 +35,20 @@ def test_usage_counts_tokens_and_events_make_itl(source):
 
 
 def test_multi_token_chunks(source):
-    outputs, _ = oc.run_streams(source.url + "/v1/chat/completions", [body(max_tokens=9, x_tokens_per_chunk=3)])
+    outputs, _duration = oc.run_streams(source.url + "/v1/chat/completions", [body(max_tokens=9, x_tokens_per_chunk=3)])
     o = outputs[0]
     assert o.success and o.output_tokens == 9 and o.chunks == 3 and len(o.itl) == 2
 
 
 def test_failure_mid_stream_is_reported(source):
-    outputs, _ = oc.run_streams(source.url + "/v1/completions", [body(max_tokens=50, x_fail_after=4), body()],
-                                concurrency=2)
+    outputs, _duration = oc.run_streams(source.url + "/v1/completions", [body(max_tokens=50, x_fail_after=4), body()],
+                                        concurrency=2)
     assert not outputs[0].success and "before [DONE]" in outputs[0].error and outputs[0].chunks == 4
     assert outputs[1].success
 
 
 def test_missing_usage(source):
-    outputs, _ = oc.run_streams(source.url + "/v1/completions", [body(max_tokens=6, x_omit_usage=True)])
+    outputs, _duration = oc.run_streams(source.url + "/v1/completions", [body(max_tokens=6, x_omit_usage=True)])
     assert outputs[0].success and outputs[0].output_tokens is None
     assert bm.output_length(outputs[0]) == (6, False)
 
@@ -56,14 +56,14 @@ def test_missing_usage(source):
 def test_http_error_keeps_the_response(source):
     source.status_override = 400
     try:
-        outputs, _ = oc.run_streams(source.url + "/v1/completions", [body()])
+        outputs, _duration = oc.run_streams(source.url + "/v1/completions", [body()])
     finally:
         source.status_override = None
     assert not outputs[0].success and outputs[0].status == 400 and "overridden status" in outputs[0].error
 
 
 def test_refused_connection():
-    outputs, _ = oc.run_streams("http://127.0.0.1:1/v1/completions", [body()])
+    outputs, _duration = oc.run_streams("http://127.0.0.1:1/v1/completions", [body()])
     assert not outputs[0].success and outputs[0].error
     resp = oc.request_json("http://127.0.0.1:1/health", timeout=2)
     assert resp.status is None and resp.refused
@@ -71,7 +71,7 @@ def test_refused_connection():
 
 def test_concurrency_limit_and_order(source):
     payloads = [body(max_tokens=n) for n in (3, 5, 7, 9, 11)]
-    outputs, _ = oc.run_streams(source.url + "/v1/completions", payloads, concurrency=2)
+    outputs, _duration = oc.run_streams(source.url + "/v1/completions", payloads, concurrency=2)
     assert [o.output_tokens for o in outputs] == [3, 5, 7, 9, 11]
 
 

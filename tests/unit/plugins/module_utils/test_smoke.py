@@ -41,7 +41,7 @@ def exchanges(check, responses):
 
 def accuracy_answers(wrong=()):
     out = []
-    for qid, _, accepted in smoke.ACCURACY_SET:
+    for qid, _question, accepted in smoke.ACCURACY_SET:
         out.append(answer("I am not sure" if qid in wrong else "The answer is %s." % accepted[0].title()))
     return out
 
@@ -55,8 +55,8 @@ def test_select_checks():
 
 def test_accuracy_set_has_twenty_questions_with_reverse_necessary():
     assert len(smoke.ACCURACY_SET) == 20
-    assert len({q for q, _, _ in smoke.ACCURACY_SET}) == 20
-    assert {q: a for q, _, a in smoke.ACCURACY_SET}["reverse_necessary"] == ("yrassecen",)
+    assert len({q for q, _question, _accepted in smoke.ACCURACY_SET}) == 20
+    assert {q: a for q, _question, a in smoke.ACCURACY_SET}["reverse_necessary"] == ("yrassecen",)
 
 
 def test_accuracy_all_right_passes():
@@ -194,7 +194,7 @@ MISS_ANSWERS = {
     ("vision", "reads_llm"): [answer("LLM")],
     ("thinking", "no_reasoning"): [answer("42")],
 }
-MISS_ANSWERS.update({("accuracy", qid): accuracy_answers({qid}) for qid, _, _ in smoke.ACCURACY_SET})
+MISS_ANSWERS.update({("accuracy", qid): accuracy_answers({qid}) for qid, _question, _accepted in smoke.ACCURACY_SET})
 CATALOG_MISSES = [(short, check, entry["miss"]) for short, model in CATALOG["models"].items()
                   for check, entries in (model.get("smoke_expected_misses") or {}).items() for entry in entries]
 
