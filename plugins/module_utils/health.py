@@ -178,8 +178,12 @@ class Waiter:
                 self._emit(best, elapsed, last, log_text)
                 last_progress = now
             if elapsed >= self.timeout:
-                return self._result(False, best, started, "not ready after %d s (timeout); last answer: %s" % (
-                    int(self.timeout), last.get("detail", "")), diagnosis, last, log_text)
+                reason = "not ready after %d s (timeout)" % int(self.timeout)
+                if best == "models":
+                    # /health and /v1/models can answer 200 while the engine cannot generate: say so.
+                    reason += "; /health and /v1/models answer but generation is dead (the 1-token completion fails)"
+                return self._result(False, best, started, "%s; last answer: %s" % (reason, last.get("detail", "")),
+                                    diagnosis, last, log_text)
             self.sleep(min(self.interval, max(0.0, self.timeout - elapsed)))
 
     def _emit(self, phase, elapsed, last, log_text):

@@ -356,10 +356,8 @@ def test_full_disk_at_download(faults_server, tmp_path):
                data_lost="none" if not problems else "CORRUPT snapshot after re-run: %s" % problems,
                leftovers_after_rerun=leftovers(mount))
         assert says_no_space and names_path, "the weights failure does not name the path and ENOSPC:\n" + text[-3000:]
-        # PENDING (owner of roles/weights): generate_tiny_model.py copies each blob straight to blobs/<sha256>, so
-        # ENOSPC mid-copy leaves a truncated blob under its final name, and the re-run reuses it because it only
-        # checks that the name exists. Recorded above as data lost; enforced with SPARKFLEET_FAULTS_PENDING=1.
-        if os.environ.get("SPARKFLEET_FAULTS_PENDING") == "1":
-            assert not problems, "the re-run after a full disk left a corrupt snapshot: %s" % problems
+        # generate_tiny_model.py copies each blob under a temporary name and re-hashes blobs it finds, so a copy
+        # cut short by ENOSPC can never be mistaken for a good blob by the re-run.
+        assert not problems, "the re-run after a full disk left a corrupt snapshot: %s" % problems
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)

@@ -104,6 +104,17 @@ def file_digest(path):
     return digest.hexdigest()
 
 
+def blob_is_intact(blob):
+    """A blob is named by its sha256: trust it only when its content still hashes to that name."""
+    return blob.is_file() and file_digest(blob) == blob.name
+
+
+def snapshot_is_intact(snapshot):
+    """Every file of the snapshot resolves to an intact blob."""
+    files = [path for path in snapshot.rglob("*") if path.is_symlink() or path.is_file()]
+    return bool(files) and all(blob_is_intact(path.resolve()) for path in files)
+
+
 def place_in_cache(staging, repo, revision):
     """Move files to blobs/<sha256>, link them from snapshots/<rev>/, then point refs/main at rev."""
     blobs = repo / "blobs"
@@ -113,9 +124,13 @@ def place_in_cache(staging, repo, revision):
         if not source.is_file():
             continue
         blob = blobs / file_digest(source)
-        if not blob.exists():
-            shutil.copyfile(source, blob)
-            blob.chmod(0o644)
+        if not blob_is_intact(blob):
+            # Copy under a temporary name and rename: a copy cut short (full disk, killed run)
+            # never takes the blob's name, so a re-run cannot mistake it for a good one.
+            partial = blobs / (".%s.partial" % blob.name)
+            shutil.copyfile(source, partial)
+            partial.chmod(0o644)
+            partial.rename(blob)
         link = snapshot_tmp / source.relative_to(staging)
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(os.path.relpath(blob, (repo / "snapshots" / revision / source.relative_to(staging)).parent))
@@ -134,13 +149,19 @@ def main(argv=None):
     repo = repo_dir(args.hf_home, args.repo_id)
     snapshot = repo / "snapshots" / args.revision
     ref = repo / "refs" / "main"
-    complete = (snapshot / "model.safetensors").exists() and ref.exists() and ref.read_text() == args.revision
+    complete = ((snapshot / "model.safetensors").exists() and ref.exists() and ref.read_text() == args.revision
+                and snapshot_is_intact(snapshot))
     result = {"changed": not complete, "snapshot": str(snapshot), "revision": args.revision}
     if complete or args.check:
         print(json.dumps(result))
         return 0
-    if snapshot.exists():  # a half-written snapshot from an interrupted run
+    if snapshot.exists():  # a half-written or damaged snapshot from an interrupted run
         shutil.rmtree(snapshot)
+    for leftover in list(repo.glob(".snapshot-*")) + list(repo.glob("blobs/.*.partial")):
+        if leftover.is_dir():
+            shutil.rmtree(leftover)
+        else:
+            leftover.unlink()
     repo.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".staging-", dir=repo) as staging:
         generate(staging, spec)

@@ -159,7 +159,6 @@ CASES = [
     site("port-zero", "local", {"vllm_port": 0}, "vllm_port must be at least 1", "set vllm_port >= 1"),
     site("port-above-65535", "local", {"vllm_port": 70000}, "vllm_port must be at most 65535", "set vllm_port <= 65535"),
     plan("port-negative", "spark1", {"vllm_port": -8000}, "vllm_port must be at least 1", "set vllm_port >= 1"),
-    plan("port-not-a-number", "spark1", {"vllm_port": "http"}, "argument 'plan_port'", "unable to convert to int"),
     plan("served-name-with-whitespace", "rtx_pro_6000", {"vllm_served_model_name": "my gemma"},
          "vllm_served_model_name 'my gemma' contains whitespace", "set a name such as"),
     # --- releases -----------------------------------------------------------------------------------------
@@ -200,6 +199,14 @@ CASES = [
          "preflight_allow_unsupported_os: true"),
     site("standin-ram-too-small", "local", {"preflight_cpu_min_ram_mib": 100000000},
          "is below preflight_cpu_min_ram_mib", "Fix: give the host more memory or lower preflight_cpu_min_ram_mib"),
+    # Fixed since: the catalog marks the Gemma checkpoints gated (the notes require a token), the plan role
+    # hands raw values to the planner (which names vllm_* and the fix), and vllm_native refuses dev mode.
+    site("hf-token-missing-for-download", "local",
+         {"vllm_model": "tiny", "preflight_model": "31b", "preflight_weights_gib": 1, "vllm_serve_hosts": "sparkfleet_no_host"},
+         "HF_TOKEN", "preflight_hf_token"),
+    plan("port-not-a-number-names-vllm-port", "spark1", {"vllm_port": "http"}, "vllm_port", "set vllm_port"),
+    site("dev-mode-in-production", "local", {"vllm_native_env": {"VLLM_SERVER_DEV_MODE": "1"}},
+         "VLLM_SERVER_DEV_MODE"),
 ]
 
 # Refusals the roles do not make today; their fixes live in files this suite's owner does not own.
@@ -209,19 +216,6 @@ PENDING_CASES = [
     # planner hands vLLM as --master-addr / the Ray address: a head address no worker can reach passes (roles/preflight).
     site("unreachable-head-address", "local_pair", {"head_link_ip": "192.0.2.250"},
          "vllm_cluster_link_ip", "192.0.2.250"),
-    # No catalog model is marked `gated`, so preflight only warns "downloading anonymously" and the weights role
-    # only asserts a token for gated models: a download that needs a token is not refused up front (data/catalog.yml).
-    site("hf-token-missing-for-download", "local",
-         {"vllm_model": "tiny", "preflight_model": "31b", "preflight_weights_gib": 1, "vllm_serve_hosts": "sparkfleet_no_host"},
-         "HF_TOKEN", "preflight_hf_token"),
-    # The plan role declares plan_port/plan_max_model_len/... as int/float in meta/argument_specs.yml, so Ansible's
-    # validation answers first, naming plan_port and no fix; the planner's own message names vllm_port (roles/plan).
-    plan("port-not-a-number-names-vllm-port", "spark1", {"vllm_port": "http"}, "vllm_port", "set vllm_port"),
-    # Nothing refuses VLLM_SERVER_DEV_MODE (vLLM's unauthenticated internal routes) in a production plan: not the
-    # planner, not the runtimes' env merge (plugins/module_utils/planner.py, roles/vllm_native). Unrefused, this
-    # case deploys this suite's own server (port 18410), which the fixture stops afterwards.
-    site("dev-mode-in-production", "local", {"vllm_native_env": {"VLLM_SERVER_DEV_MODE": "1"}},
-         "VLLM_SERVER_DEV_MODE"),
 ]
 # fmt: on
 ACTIVE = CASES + PENDING_CASES if os.environ.get("SPARKFLEET_BAD_INPUT_PENDING") == "1" else CASES
