@@ -41,7 +41,7 @@ def tool(name):
 def run(cmd, timeout=600, check=True, **kwargs):
     """Run a command from the repo root; on failure the assertion shows its output."""
     kwargs.setdefault("cwd", REPO)
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kwargs)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, **kwargs)
     if check:
         assert proc.returncode == 0, "%s exited %s\n--- stdout ---\n%s\n--- stderr ---\n%s" % (
             " ".join(map(str, cmd)), proc.returncode, proc.stdout[-8000:], proc.stderr[-8000:])

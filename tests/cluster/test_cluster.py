@@ -50,7 +50,7 @@ def adhoc(host, module, args, check=True, timeout=300):
 def ssh(node, command, timeout=60):
     return subprocess.run(["ssh", "-q", "-i", str(KEY), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
                            "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=5", "root@" + ADDR[node], command],
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def recap(output):

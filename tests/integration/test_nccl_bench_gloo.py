@@ -13,7 +13,7 @@ import pytest
 
 from conftest import REPO, require
 
-BENCH = REPO / "files/nccl_allreduce_bench.py"
+BENCH = REPO / "roles/vllm_cluster/files/nccl_allreduce_bench.py"
 
 
 def torch_python():

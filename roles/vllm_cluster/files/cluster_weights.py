@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Copy one model's Hugging Face cache from the cluster head to a worker, verified.
 
   cluster_weights.py manifest ROOT REPO_DIR      # on the head: JSON manifest on stdout

@@ -55,12 +55,12 @@ echo "preflight (profile cpu stand-in) rc=$?" | tee -a "$C/summary.txt"
 grep -h -A6 'FAILED' "$C"/preflight-refusal*.log | tee -a "$C/summary.txt"
 if [ "$n" -ge 2 ]; then
   for floor in 1 100000; do
-    timeout 240 python3 -m torch.distributed.run --standalone --nproc-per-node "$n" files/nccl_allreduce_bench.py \
+    timeout 240 python3 -m torch.distributed.run --standalone --nproc-per-node "$n" roles/vllm_cluster/files/nccl_allreduce_bench.py \
       --sizes 1M,16M,64M,256M,1G,4G --iters 20 --warmup 5 --min-busbw-gbps $floor \
       --output "$C/nccl-allreduce-floor$floor.json" > "$C/nccl-allreduce-floor$floor.log" 2>&1
     echo "nccl bench floor=$floor rc=$?" | tee -a "$C/summary.txt"
   done
-  NCCL_DEBUG=INFO timeout 120 python3 -m torch.distributed.run --standalone --nproc-per-node "$n" files/nccl_allreduce_bench.py \
+  NCCL_DEBUG=INFO timeout 120 python3 -m torch.distributed.run --standalone --nproc-per-node "$n" roles/vllm_cluster/files/nccl_allreduce_bench.py \
     --sizes 64M --iters 5 --warmup 1 > "$C/nccl-debug.log" 2>&1
   grep -E "NCCL version|Channel 00|via|NVLS" "$C/nccl-debug.log" | head -20 >> "$C/summary.txt"
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("busbw", d["busbw_gbps"], "GB/s at", d["results"][-1]["size_bytes"], "bytes; peak", d["peak_busbw_gbps"])' "$C/nccl-allreduce-floor1.json" | tee -a "$C/summary.txt"

@@ -58,7 +58,7 @@ def environment(unit):
     env = {}
     for line in unit.splitlines():
         if line.startswith("Environment="):
-            key, _, value = shlex.split(line[len("Environment="):])[0].partition("=")
+            key, _separator, value = shlex.split(line[len("Environment="):])[0].partition("=")
             env[key] = value
     return env
 

@@ -1,6 +1,6 @@
 """fabric.py on a STAND-IN sysfs tree of a DGX Spark node (tests/unit/fixtures/sysfs-dgx-spark-standin,
 built by make_tree.py from the kernel's real layout; no Spark was captured) and on the real
-no-RoCE H200 host's answer; plus the fabric gate's probe, files/nccl_allreduce_bench.py."""
+no-RoCE H200 host's answer; plus the fabric gate's probe, roles/vllm_cluster/files/nccl_allreduce_bench.py."""
 import importlib.util
 import json
 
@@ -10,7 +10,7 @@ from ansible_collections.sparkfleet.vllm.plugins.module_utils import fabric
 from conftest import REPO
 
 STANDIN = REPO / "tests/unit/fixtures/sysfs-dgx-spark-standin"
-BENCH = REPO / "files/nccl_allreduce_bench.py"
+BENCH = REPO / "roles/vllm_cluster/files/nccl_allreduce_bench.py"
 
 
 def standin_tree(tmp_path, node=1):
