@@ -10,9 +10,7 @@ import stat
 import subprocess
 import urllib.request
 
-import pytest
-
-from conftest import FAKE_HF_TOKEN, REPO, ansible_env, ansible_playbook, http_get, native_vars, stand_in_plan, tool
+from conftest import FAKE_HF_TOKEN, ansible_env, ansible_playbook, http_get, native_vars, stand_in_plan, tool
 
 
 def post_json(url, body, timeout=120):
@@ -166,17 +164,3 @@ def test_role_refuses_a_plan_without_argv():
     failed = ansible_playbook("playbooks/serve.yml", native_vars(plan), check=False, args=["--tags", "vllm_native_run"])
     assert failed.returncode != 0
     assert "argv is a non-empty list" in failed.stdout
-
-
-@pytest.mark.parametrize("role", ["weights", "vllm_native"])
-def test_argument_specs_match_defaults(role):
-    """Every default is declared in meta/argument_specs.yml with the same default (house style)."""
-    import yaml
-
-    role = REPO / "roles" / role
-    defaults = yaml.safe_load((role / "defaults/main.yml").read_text())
-    options = yaml.safe_load((role / "meta/argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
-    assert set(defaults) == set(options)
-    for name, value in defaults.items():
-        assert options[name]["default"] == value, name
-        assert options[name]["description"], name
