@@ -284,7 +284,7 @@ def parse_du(rc, stdout):
 ARGUMENT_SPEC = {
     "url": {"type": "str", "required": True},
     "model": {"type": "str", "required": True},
-    "api_key": {"type": "str", "no_log": True},
+    "api_key": dict(oc.API_KEY_SPEC),
     "timeout": {"type": "int", "default": 600},
     "interval": {"type": "float", "default": 3.0},
     "progress_interval": {"type": "int", "default": 20},

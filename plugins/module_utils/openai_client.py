@@ -28,8 +28,14 @@ import time
 from urllib.error import HTTPError, URLError
 from urllib.parse import urlsplit
 
+from ansible.module_utils.basic import env_fallback
 from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
 from ansible.module_utils.urls import open_url
+
+# The API key option of every module that talks to the server. Unset, it is read from the
+# controller's VLLM_API_KEY (how AWX injects the credential), so playbooks never pass the
+# value as a task argument, where it would show in job events with DISPLAY_ARGS_TO_STDOUT.
+API_KEY_SPEC = {"type": "str", "no_log": True, "fallback": (env_fallback, ["VLLM_API_KEY"])}
 
 
 class Response:

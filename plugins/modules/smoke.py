@@ -161,7 +161,7 @@ def main():
         argument_spec={
             "url": {"type": "str", "required": True},
             "model": {"type": "str", "required": True},
-            "api_key": {"type": "str", "no_log": True},
+            "api_key": dict(oc.API_KEY_SPEC),
             "checks": {"type": "list", "elements": "str", "choices": list(smoke.CHECKS)},
             "plan": {"type": "dict"},
             "audio": {"type": "bool", "default": False},

@@ -195,6 +195,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import bench_metrics as bm
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import bench_report as br
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import bench_run
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import openai_client as oc
 
 
 def write_results(results_dir, result):
@@ -221,7 +222,7 @@ DEFAULT_MODE = "standard"
 ARGUMENT_SPEC = {
     "url": {"type": "str", "required": True},
     "model": {"type": "str", "required": True},
-    "api_key": {"type": "str", "no_log": True},
+    "api_key": dict(oc.API_KEY_SPEC),
     "mode": {"type": "str", "default": DEFAULT_MODE, "choices": list(MODES)},
     "api": {"type": "str", "default": "chat", "choices": ["chat", "completions"]},
     "output_tokens": {"type": "int", "default": 1024, "no_log": False},

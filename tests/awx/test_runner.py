@@ -30,11 +30,11 @@ ORDER = ("Deploy", "Verify & benchmark", "Status", "Swap model", "Stop")
 CHANGES = {"Deploy": True, "Verify & benchmark": False, "Status": False, "Swap model": True, "Stop": True}
 # Tasks each template must have run (exact names, from the playbooks and roles).
 EXPECTED_TASKS = {
-    "Deploy": ["Plan the vLLM serve invocation on the controller", "Start the server",
+    "Deploy": ["Plan the vLLM serve invocation and write <plan_dir>/<inventory_hostname>.json on the controller", "Start the server",
                "Record the configuration the server now runs with"],
     "Verify & benchmark": [],
     "Status": ["Read the native server's state", "Ask /health", "Ask /v1/models", "Show the status"],
-    "Swap model": ["Plan the vLLM serve invocation on the controller", "Render the launcher", "Start the server",
+    "Swap model": ["Plan the vLLM serve invocation and write <plan_dir>/<inventory_hostname>.json on the controller", "Render the launcher", "Start the server",
                    "Record the configuration the server now runs with"],
     "Stop": [],
 }
