@@ -46,7 +46,7 @@ REQUEST_KEYS = (
     "model", "drafter", "profile", "gpu_name", "node_count", "node_index", "image", "release", "executor", "objective",
     "runtime", "max_model_len", "max_num_batched_tokens", "gpu_memory_utilization", "max_num_seqs",
     "language_model_only", "enable_audio", "images_per_prompt", "port", "served_name", "api_key", "extra_args",
-    "head_address", "node_address", "cluster_interface", "cluster_hca",
+    "head_address", "node_address", "cluster_interface", "cluster_hca", "env", "allow_dev_mode",
 )
 # Interface variable (extra-vars / inventory) for each request key, for messages.
 VARIABLES = {
@@ -59,8 +59,13 @@ VARIABLES = {
     "images_per_prompt": "vllm_images_per_prompt", "port": "vllm_port", "served_name": "vllm_served_model_name",
     "api_key": "vllm_api_key", "extra_args": "vllm_extra_args", "head_address": "vllm_cluster_link_ip",
     "node_address": "vllm_cluster_link_ip", "cluster_interface": "vllm_cluster_interface",
-    "cluster_hca": "vllm_cluster_hca",
+    "cluster_hca": "vllm_cluster_hca", "env": "vllm_env", "allow_dev_mode": "vllm_allow_dev_mode",
 }
+# vLLM's development mode: registers /reset_prefix_cache, /sleep, /collective_rpc, ... outside the API key.
+DEV_MODE_ENV = "VLLM_SERVER_DEV_MODE"
+# Names that must only ever reach the server through the 0600 secret env file.
+SECRET_ENV_NAMES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "VLLM_API_KEY")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DRAFTER_CHOICES = ("none", "mtp", "dflash", "auto")
 EXECUTORS = ("ray", "mp")
 # The catalog's objectives (interactive, throughput), read when first used; plan() reads the catalog it is given.
@@ -88,6 +93,12 @@ def _refuse(rule, message, variable=None, value=None):
 
 
 # --- input coercion ------------------------------------------------------------
+
+
+def dev_mode_on(env):
+    """True when ``env`` (a mapping) turns vLLM's development routes on."""
+    value = (env or {}).get(DEV_MODE_ENV)
+    return value is not None and str(value).strip().lower() not in ("", "0", "false", "no", "off")
 
 
 def _unset(value):
@@ -774,6 +785,14 @@ class _Planner(object):
         argv = ["--head", "--port", str(port)] if self.node_role == "head" else ["--address", "%s:%s" % (self.head_address, port)]
         if self.node_address:
             argv += ["--node-ip-address", self.node_address]
+        pinned = dict(self.rules.get("ray_node_ports") or {})
+        if self.node_role == "head":
+            pinned.update(self.rules.get("ray_head_ports") or {})
+        for flag, value in pinned.items():
+            argv += [flag, str(value)]
+        if pinned:
+            self.reason("Ray's node ports pinned (%s) so the firewall can allow exactly the cluster's ports from peers"
+                        % ", ".join("%s %s" % kv for kv in pinned.items()))
         return argv + ["--block"]
 
     def cluster_env(self):
@@ -791,6 +810,10 @@ class _Planner(object):
         self.env.update({"NCCL_SOCKET_IFNAME": str(interface), "GLOO_SOCKET_IFNAME": str(interface), "NCCL_IB_HCA": str(hca)})
         if self.node_address:
             self.env["VLLM_HOST_IP"] = self.node_address
+        if self.executor == "ray" and self.rules.get("vllm_port_base"):
+            self.env["VLLM_PORT"] = str(self.rules["vllm_port_base"])
+            self.reason("VLLM_PORT=%s: torch.distributed's rendezvous under Ray on a fixed port, not a random one"
+                        % self.rules["vllm_port_base"])
         self.reason("NCCL over RoCE: NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME=%s, NCCL_IB_HCA=%s" % (interface, hca))
 
     def apply_release_defects(self):
@@ -809,6 +832,38 @@ class _Planner(object):
                     self.reason("%s=%s: vLLM %s needs it (%s)" % (key, value, self.release_name, defect["id"]))
             elif action == "warn":
                 self.warn("vLLM %s: %s" % (self.release_name, summary))
+
+    def apply_user_env(self):
+        """Merge vllm_env over the planned env, then refuse development mode unless it is forced."""
+        env = self.request.get("env")
+        if _unset(env) or env == {}:
+            env = {}
+        if not isinstance(env, dict):
+            _refuse("type", "vllm_env must be a mapping of NAME: value, got %r; set vllm_env: {NAME: value}" % (env,),
+                    "vllm_env", env)
+        for key, value in sorted(env.items()):
+            if not isinstance(key, str) or not _ENV_NAME.match(key):
+                _refuse("env-name", "vllm_env has %r, which is not an environment variable name; use letters, digits and "
+                        "underscores" % (key,), "vllm_env", key)
+            if key.upper() in SECRET_ENV_NAMES:
+                _refuse("env-secret", "vllm_env carries %s, which would land in a readable env file and the plan; set "
+                        "vllm_api_key (or HF_TOKEN in the controller's environment) instead: secrets reach the server "
+                        "only through the 0600 secret file" % key, "vllm_env", key)
+            if isinstance(value, (dict, list)):
+                _refuse("type", "vllm_env.%s must be a string or number, got %r" % (key, value), "vllm_env", value)
+            text = ("1" if value else "0") if isinstance(value, bool) else ("" if value is None else str(value))
+            if key in self.env and self.env[key] != text:
+                self.warn("vllm_env overrides the planned %s=%s with %s" % (key, self.env[key], text))
+            self.env[key] = text
+        if dev_mode_on(self.env):
+            if not _as_bool(self.request, "allow_dev_mode"):
+                _refuse("dev-mode", "%s=%s would register vLLM's development routes (/reset_prefix_cache, /sleep, "
+                        "/collective_rpc, ...), which the API key does not guard; remove it from vllm_env. Only a "
+                        "benchmark host that resets the prefix cache between sweep shapes may force it with "
+                        "vllm_allow_dev_mode=true" % (DEV_MODE_ENV, self.env[DEV_MODE_ENV]), "vllm_env",
+                        self.env[DEV_MODE_ENV])
+            self.warn("%s is on (vllm_allow_dev_mode): vLLM's development routes answer without the API key; keep "
+                      "the port off any shared network" % DEV_MODE_ENV)
 
     def expected(self):
         row = cat.find_baseline(self.catalog, self.profile_name, self.model_name, self.drafter, self.node_count, self.release_name)
@@ -851,6 +906,7 @@ class _Planner(object):
                 if self.node_role == "worker":
                     entrypoint, argv = list(RAY_ENTRYPOINT), list(ray_argv)
                     self.reason("Ray worker: joins the head's Ray cluster; the head runs vllm serve for every node")
+        self.apply_user_env()
         expected = self.expected()
         model = copy.deepcopy(self.model)
         model["short"] = self.model_name

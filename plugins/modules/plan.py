@@ -146,6 +146,18 @@ options:
       - Extra C(vllm serve) arguments, appended after the planned ones and checked against the same rules.
     type: list
     elements: str
+  env:
+    description:
+      - Extra server environment, merged over the planned env (an override is reported as a warning).
+      - C(HF_TOKEN) and C(VLLM_API_KEY) are refused here; they reach the server only through the 0600 secret file.
+      - C(VLLM_SERVER_DEV_MODE) is refused unless O(allow_dev_mode=true).
+    type: dict
+  allow_dev_mode:
+    description:
+      - Let C(VLLM_SERVER_DEV_MODE) through. Its routes (C(/reset_prefix_cache), C(/sleep), C(/collective_rpc))
+        answer without the API key; only a benchmark host that resets the prefix cache between sweep shapes needs it.
+    type: bool
+    default: false
   catalog_path:
     description:
       - Catalog file to read instead of the collection's C(data/catalog.yml).

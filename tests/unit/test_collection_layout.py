@@ -93,3 +93,27 @@ def test_role_defaults_are_commented(role):
 def test_checkout_symlink_points_at_root():
     link = REPO / ".collections/ansible_collections/sparkfleet/vllm"
     assert link.is_symlink() and link.resolve() == REPO
+
+
+# Every role that touches the Hugging Face cache, and its variable for the path.
+HF_CACHE_VARIABLES = {
+    "preflight": "preflight_hf_cache_path", "weights": "weights_hf_home", "vllm_native": "vllm_native_hf_home",
+    "vllm_compose": "vllm_compose_hf_cache_dir", "vllm_cluster": "vllm_cluster_hf_home",
+}
+
+
+@pytest.mark.parametrize("hf_home", [None, "/srv/models/hf"])
+def test_hf_cache_path_is_one_variable(hf_home):
+    """Preflight measures the disk the weights land on, and every runtime mounts or reads that same cache."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar
+
+    values = {}
+    loader = DataLoader()
+    for role, name in HF_CACHE_VARIABLES.items():
+        defaults = loader.load_from_file(str(REPO / "roles" / role / "defaults/main.yml"), trusted_as_template=True)
+        variables = dict(defaults)
+        if hf_home:
+            variables["vllm_hf_home"] = hf_home
+        values[name] = Templar(loader=loader, variables=variables).template(defaults[name])
+    assert set(values.values()) == {hf_home or "/var/lib/vllm/.cache/huggingface"}, values

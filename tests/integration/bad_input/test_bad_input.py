@@ -206,16 +206,24 @@ CASES = [
          "HF_TOKEN", "preflight_hf_token"),
     plan("port-not-a-number-names-vllm-port", "spark1", {"vllm_port": "http"}, "vllm_port", "set vllm_port"),
     site("dev-mode-in-production", "local", {"vllm_native_env": {"VLLM_SERVER_DEV_MODE": "1"}},
-         "VLLM_SERVER_DEV_MODE"),
+         "VLLM_SERVER_DEV_MODE", "vllm_native_env", "vllm_native_allow_dev_mode=true"),
+    site("unreachable-head-address", "local_pair", {"head_link_ip": "192.0.2.250"},
+         "vllm_cluster_link_ip is '192.0.2.250'", "Fix: set vllm_cluster_link_ip for node-a"),
+    # --- server environment (vllm_env, read by the planner for every runtime) ------------------------------
+    plan("dev-mode-in-vllm-env", "spark4", {"vllm_env": {"VLLM_SERVER_DEV_MODE": "1"}},
+         "VLLM_SERVER_DEV_MODE=1 would register vLLM's development routes", "remove it from vllm_env",
+         "vllm_allow_dev_mode=true"),
+    site("dev-mode-in-vllm-env-standin", "local", {"vllm_env": {"VLLM_SERVER_DEV_MODE": "true"}},
+         "VLLM_SERVER_DEV_MODE=true", "remove it from vllm_env"),
+    plan("secret-in-vllm-env", "rtx_pro_6000", {"vllm_env": {"HF_TOKEN": "hf_in_plain_sight"}},
+         "vllm_env carries HF_TOKEN", "set vllm_api_key (or HF_TOKEN in the controller's environment) instead"),
+    plan("vllm-env-bad-name", "rtx5090", {"vllm_env": {"NCCL DEBUG": "INFO"}},
+         "vllm_env has 'NCCL DEBUG'", "use letters, digits and underscores"),
 ]
 
 # Refusals the roles do not make today; their fixes live in files this suite's owner does not own.
 # SPARKFLEET_BAD_INPUT_PENDING=1 runs them (they fail until fixed). Owners: see docs/reliability.md.
 PENDING_CASES = [
-    # preflight's cluster checks ping each peer's *detected* link address, never the vllm_cluster_link_ip the
-    # planner hands vLLM as --master-addr / the Ray address: a head address no worker can reach passes (roles/preflight).
-    site("unreachable-head-address", "local_pair", {"head_link_ip": "192.0.2.250"},
-         "vllm_cluster_link_ip", "192.0.2.250"),
 ]
 # fmt: on
 ACTIVE = CASES + PENDING_CASES if os.environ.get("SPARKFLEET_BAD_INPUT_PENDING") == "1" else CASES
@@ -235,6 +243,15 @@ def default_interface():
         if len(fields) > 1 and fields[1] == "00000000":
             return fields[0]
     return "eth0"
+
+
+def interface_address(name):
+    """First IPv4 address of ``name``: both nodes of the local pair advertise it as their cluster address."""
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", name], capture_output=True, text=True).stdout
+    for field in out.split():
+        if "/" in field and field[0].isdigit():
+            return field.split("/")[0]
+    raise AssertionError("the local pair needs an IPv4 address on %s (ip -4 addr show dev %s: %r)" % (name, name, out))
 
 
 def write_inventories(root):
@@ -259,11 +276,11 @@ def write_inventories(root):
                 "vllm_profile": "cpu", "vllm_model": "tiny", "vllm_runtime": "native", "vllm_executor": "mp",
                 "plan_catalog_path": str(catalog), "vllm_cluster_interface": default_interface(),
                 "vllm_cluster_hca": "standin-no-roce", "preflight_link_interface": "{{ vllm_cluster_interface }}",
-                "preflight_require_rdma": False, "head_link_ip": "127.0.0.1",
+                "preflight_require_rdma": False, "head_link_ip": interface_address(default_interface()),
             },
             "children": {"vllm_cluster": {"hosts": {
                 "node-a": {"vllm_cluster_link_ip": "{{ head_link_ip }}"},
-                "node-b": {"vllm_cluster_link_ip": "127.0.0.1"},
+                "node-b": {"vllm_cluster_link_ip": interface_address(default_interface())},
             }}},
         }},
     }

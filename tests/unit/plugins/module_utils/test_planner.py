@@ -349,6 +349,47 @@ def test_api_key_never_enters_the_plan(catalog):
     assert plan["secret_env"] == ["HF_TOKEN", "VLLM_API_KEY"] and "--api-key" not in plan["argv"]
 
 
+def test_user_env_is_merged_over_the_plan(catalog):
+    plan = make(catalog, profile="rtx_pro_6000", env={"VLLM_LOGGING_LEVEL": "DEBUG", "OMP_NUM_THREADS": 8})
+    assert plan["env"]["VLLM_LOGGING_LEVEL"] == "DEBUG" and plan["env"]["OMP_NUM_THREADS"] == "8"
+
+
+@pytest.mark.parametrize("value", ["1", 1, True, "true", "yes"])
+def test_dev_mode_is_refused_unless_forced(catalog, value):
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, profile="rtx_pro_6000", env={"VLLM_SERVER_DEV_MODE": value})
+    assert err.value.rule == "dev-mode" and err.value.variable == "vllm_env"
+    assert "vllm_allow_dev_mode=true" in str(err.value) and "remove it from vllm_env" in str(err.value)
+    plan = make(catalog, profile="rtx_pro_6000", env={"VLLM_SERVER_DEV_MODE": value}, allow_dev_mode="true")
+    assert planner.dev_mode_on(plan["env"])
+    assert any("VLLM_SERVER_DEV_MODE is on" in w for w in plan["warnings"])
+
+
+@pytest.mark.parametrize("value", ["0", 0, False, "", "false"])
+def test_dev_mode_off_values_pass(catalog, value):
+    plan = make(catalog, profile="rtx_pro_6000", env={"VLLM_SERVER_DEV_MODE": value})
+    assert not planner.dev_mode_on(plan["env"])
+
+
+def test_dev_mode_from_the_catalog_is_refused_too(catalog):
+    import copy
+    patched = copy.deepcopy(catalog)
+    patched["profiles"]["rtx_pro_6000"].setdefault("env", {})["VLLM_SERVER_DEV_MODE"] = "1"
+    with pytest.raises(planner.PlanError) as err:
+        make(patched, profile="rtx_pro_6000")
+    assert err.value.rule == "dev-mode"
+
+
+@pytest.mark.parametrize("env, rule", [
+    ({"HF_TOKEN": "hf_x"}, "env-secret"), ({"vllm_api_key": "k"}, "env-secret"), ({"1BAD": "x"}, "env-name"),
+    ({"A": {"b": 1}}, "type"), ("A=1", "type"),
+])
+def test_bad_user_env_is_refused(catalog, env, rule):
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, profile="rtx_pro_6000", env=env)
+    assert err.value.rule == rule and "vllm_env" in str(err.value)
+
+
 def test_cpu_stand_in(catalog):
     plan = make(catalog, profile="cpu")
     assert plan["model"]["short"] == "tiny" and plan["stand_in"] is True
@@ -488,3 +529,31 @@ def test_objectives_are_the_catalogs(catalog):
     assert plan["objective"] == "kv_capacity"
     # 12b on the RTX 5090: KV tokens none 1.02M > mtp 943,756 > dflash 758,979.
     assert plan["drafter"] == "none" and any("objective kv_capacity picks the best measured KV" in r for r in plan["reasons"])
+
+
+def _port_ranges(entries):
+    ranges = []
+    for entry in entries:
+        low, _, high = str(entry).partition("-")
+        ranges.append((int(low), int(high or low)))
+    return ranges
+
+
+def test_every_cluster_port_is_pinned_and_inside_the_firewall_list(catalog):
+    """Ray's node ports, the head's client/dashboard ports and vLLM's rendezvous all fall in cluster_tcp_ports."""
+    rules = catalog["rules"]
+    allowed = _port_ranges(rules["cluster_tcp_ports"])
+    inside = lambda port: any(low <= int(port) <= high for low, high in allowed)  # noqa: E731
+    head = make(catalog, profile="dgx_spark", node_count=2, node_index=0, executor="ray",
+                head_address="192.0.2.101", node_address="192.0.2.101")
+    worker = make(catalog, profile="dgx_spark", node_count=2, node_index=1, executor="ray",
+                  head_address="192.0.2.101", node_address="192.0.2.102")
+    for plan, flags in ((head, list(rules["ray_node_ports"]) + list(rules["ray_head_ports"]) + ["--port"]),
+                        (worker, list(rules["ray_node_ports"]))):
+        argv = plan["ray_start_argv"] if plan["node_role"] == "head" else plan["argv"]
+        for name in flags:
+            assert inside(flag(argv, name)), (plan["node_role"], name, flag(argv, name))
+    assert "--ray-client-server-port" not in worker["argv"]
+    for port in range(int(head["env"]["VLLM_PORT"]), int(head["env"]["VLLM_PORT"]) + 4):
+        assert inside(port)
+    assert inside(29501)  # vLLM's default --master-port under the mp executor
