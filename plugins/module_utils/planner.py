@@ -810,6 +810,9 @@ class _Planner(object):
         self.env.update({"NCCL_SOCKET_IFNAME": str(interface), "GLOO_SOCKET_IFNAME": str(interface), "NCCL_IB_HCA": str(hca)})
         if self.node_address:
             self.env["VLLM_HOST_IP"] = self.node_address
+        if self.executor == "ray":
+            for key, value in (self.rules.get("ray_env_ports") or {}).items():
+                self.env[key] = str(value)
         if self.executor == "ray" and self.rules.get("vllm_port_base"):
             self.env["VLLM_PORT"] = str(self.rules["vllm_port_base"])
             self.reason("VLLM_PORT=%s: torch.distributed's rendezvous under Ray on a fixed port, not a random one"

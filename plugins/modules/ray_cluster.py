@@ -46,6 +46,12 @@ options:
     type: list
     elements: str
     default: []
+  auth_token_path:
+    description:
+      - File holding the cluster's Ray token, for a cluster started with C(RAY_AUTH_MODE=token) (Ray 2.52 or later).
+        The probe runs with C(RAY_AUTH_MODE=token) and C(RAY_AUTH_TOKEN_PATH) set to it; the token is never read here.
+      - Inside a container (O(probe_prefix)) the container's own environment carries the token instead.
+    type: path
   timeout:
     description: Seconds to wait for the cluster to become whole.
     type: int
@@ -140,7 +146,10 @@ from ansible_collections.sparkfleet.vllm.plugins.module_utils.ray_status import 
 def probe(module):
     p = module.params
     cmd = list(p["probe_prefix"]) + [p["python"], "-c", PROBE_SOURCE, p["address"]]
-    rc, out, err = module.run_command(cmd)
+    environ = {}
+    if p["auth_token_path"] and not p["probe_prefix"]:
+        environ = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": p["auth_token_path"]}
+    rc, out, err = module.run_command(cmd, environ_update=environ)
     if rc != 0:
         tail = (err or out or "").strip().splitlines()[-3:]
         raise RayStatusError("the probe exited %d: %s" % (rc, " | ".join(tail)))
@@ -156,6 +165,7 @@ def main():
             "min_gpus_per_node": {"type": "float", "default": 0},
             "python": {"type": "str", "default": "python3"},
             "probe_prefix": {"type": "list", "elements": "str", "default": []},
+            "auth_token_path": {"type": "path"},
             "timeout": {"type": "int", "default": 300},
             "interval": {"type": "int", "default": 5},
         },

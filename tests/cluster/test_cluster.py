@@ -9,7 +9,7 @@ stands in for a GPU server and the tiny random model for Gemma 4; the Docker
 bridge's eth0 stands in for the 200 GbE link.
 
 For real: a four-node Ray cluster formed by the roles' units and judged by
-sparkfleet.vllm.ray_cluster; a second run that changes and restarts nothing;
+sparkfleet.vllm.ray_cluster, with Ray's token authentication on; a second run that changes and restarts nothing;
 a stopped worker named by status and healed by a re-run; a cut link named
 within a minute; and vLLM's CPU build tensor-parallel across two containers
 (mp executor; the CPU build refuses the Ray executor), measured by
@@ -23,6 +23,7 @@ import subprocess
 import time
 
 import pytest
+import yaml
 
 from conftest import REPO, require, run, tool
 
@@ -92,11 +93,16 @@ def ray_cluster(cluster):
     return True
 
 
-def ray_check(timeout):
-    return adhoc("sim-1", "sparkfleet.vllm.ray_cluster", {
-        "address": "172.29.47.11:6379", "expected_addresses": [ADDR[n] for n in NODES],
-        "node_names": {ADDR[n]: n for n in NODES}, "python": str(REPO / ".venv-ray/bin/python"),
-        "timeout": timeout, "interval": 3}, check=False, timeout=timeout + 60)
+TOKEN_FILE = "/etc/vllm-cluster/ray-auth-token"
+
+
+def ray_check(timeout, token=True):
+    args = {"address": "172.29.47.11:6379", "expected_addresses": [ADDR[n] for n in NODES],
+            "node_names": {ADDR[n]: n for n in NODES}, "python": str(REPO / ".venv-ray/bin/python"),
+            "timeout": timeout, "interval": 3}
+    if token:
+        args["auth_token_path"] = TOKEN_FILE
+    return adhoc("sim-1", "sparkfleet.vllm.ray_cluster", args, check=False, timeout=timeout + 60)
 
 
 def test_ray_forms_a_cluster_of_four(ray_cluster):
@@ -109,6 +115,19 @@ def test_ray_forms_a_cluster_of_four(ray_cluster):
         assert ssh(node, "systemctl is-active vllm-cluster-ray.service").stdout.strip() == "active", node
 
 
+def test_ray_refuses_a_client_without_the_token(ray_cluster):
+    """Ray token authentication is on: the same probe without the token is turned away, with it the cluster answers."""
+    for node in NODES:
+        mode = ssh(node, "stat -c '%a %U' " + TOKEN_FILE).stdout.strip()
+        assert mode == "600 root", (node, mode)
+    assert len({ssh(n, "sha256sum " + TOKEN_FILE).stdout.split()[0] for n in NODES}) == 1, "one token for the group"
+    anonymous = ray_check(0, token=False)
+    assert anonymous.returncode != 0 and "does not answer" in anonymous.stdout, anonymous.stdout[-2000:]
+    assert ray_check(30).returncode == 0
+    unit = ssh("sim-1", "systemctl cat vllm-cluster-ray.service").stdout
+    assert "RAY_AUTH_MODE=token" in unit and "RAY_AUTH_TOKEN=" not in unit, "the token is only in the 0600 secret file"
+
+
 def test_second_run_changes_and_restarts_nothing(ray_cluster):
     before = unit_identity(["vllm-cluster-ray.service"])
     proc = playbook("cluster.yml", "-e", "vllm_executor=ray", "-e", "vllm_cluster_serve=false")
@@ -117,15 +136,23 @@ def test_second_run_changes_and_restarts_nothing(ray_cluster):
 
 
 def test_stopped_worker_is_named_and_rerun_heals(ray_cluster):
+    data = data_digest()
+    started = time.time()
     assert ssh("sim-3", "systemctl stop vllm-cluster-ray.service").returncode == 0
     status = playbook("cluster_status.yml", check=False, timeout=300)
+    detected = round(time.time() - started, 1)
     assert status.returncode != 0
     assert re.search(r"cluster unhealthy on: .*sim-3 \(vllm-cluster-ray.service (inactive|failed)\)", status.stdout), status.stdout[-3000:]
     assert "sim-2 (" not in status.stdout.split("cluster unhealthy on:", 1)[1].splitlines()[0]
+    started = time.time()
     playbook("cluster.yml", "-e", "vllm_executor=ray", "-e", "vllm_cluster_serve=false")
     healed = playbook("cluster_status.yml", check=False, timeout=300)
     assert healed.returncode == 0, healed.stdout[-3000:]
     assert ray_check(30).returncode == 0
+    fault_row("worker lost (its Ray unit stopped)", detected_by="cluster_status.yml names sim-3 and its unit",
+              seconds_to_detect=detected, recovered="re-run of cluster.yml (the play restarts the group in order)",
+              seconds_to_recover=round(time.time() - started, 1), data_unchanged=data_digest() == data)
+    assert data_digest() == data, "weights, caches and env files survive"
 
 
 def test_cut_link_is_named_within_a_minute(ray_cluster):
@@ -142,15 +169,179 @@ def test_cut_link_is_named_within_a_minute(ray_cluster):
         assert check.returncode != 0 and "sim-4 (172.29.47.14)" in check.stdout, check.stdout
         assert elapsed < 60, "Ray named the cut node after %.0f s" % elapsed
         TIMINGS["link cut named by ray_cluster after s"] = [round(elapsed, 1)]
+        cut_named = round(elapsed, 1)
         # A re-run cannot reach the node and says which one.
         proc = playbook("cluster.yml", "-e", "vllm_executor=ray", "-e", "vllm_cluster_serve=false", check=False, timeout=600)
         assert proc.returncode != 0
         assert re.search(r"sim-4\s+:.*unreachable=1", proc.stdout), proc.stdout[-3000:]
     finally:
         run(["docker", "network", "connect", "--ip", ADDR["sim-4"], "sparkfleet-sim", "sim-4"])
+    started = time.time()
     playbook("cluster.yml", "-e", "vllm_executor=ray", "-e", "vllm_cluster_serve=false")
     assert ray_check(60).returncode == 0
+    fault_row("worker's link cut", detected_by="sparkfleet.vllm.ray_cluster names sim-4 (Ray's health check); "
+              "a re-run marks sim-4 unreachable", seconds_to_detect=cut_named,
+              recovered="re-run of cluster.yml once the link is back", seconds_to_recover=round(time.time() - started, 1))
 
+
+def fault_row(name, **row):
+    """One row of docs/reliability.md's cluster fault table, written to results/faults-cluster.json."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / "faults-cluster.json"
+    rows = json.loads(path.read_text()) if path.exists() else {}
+    rows[name] = row
+    path.write_text(json.dumps(rows, indent=1, sort_keys=True) + "\n")
+
+
+def data_digest():
+    """One digest per node of what a fault must not lose: the cluster's config and env files and the weights."""
+    command = ("find /etc/vllm-cluster /var/lib/vllm/.cache/huggingface -type f -print0 2>/dev/null | sort -z "
+               "| xargs -0 -r sha256sum | sha256sum")
+    return {node: ssh(node, command).stdout.split()[0] for node in NODES}
+
+
+def unit_show(node, unit, *props):
+    out = ssh(node, "systemctl show -p %s %s" % (",".join(props), unit)).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def wait_for(predicate, timeout, interval=2):
+    started = time.time()
+    while time.time() - started < timeout:
+        if predicate():
+            return round(time.time() - started, 1)
+        time.sleep(interval)
+    return None
+
+
+def test_head_restart_is_rejoined_by_every_worker(ray_cluster):
+    """The head's Ray restarted (a reboot of the head or a crash of its GCS): the workers must come back to it."""
+    assert ray_check(60).returncode == 0
+    data = data_digest()
+    before = unit_identity(["vllm-cluster-ray.service"])
+    started = time.time()
+    assert ssh("sim-1", "systemctl restart vllm-cluster-ray.service").returncode == 0
+    # The workers' raylets lose the GCS, exit after Ray's reconnect timeout, and systemd restarts them
+    # (Restart=on-failure) into the new GCS; ray_cluster judges the whole group.
+    seconds = wait_for(lambda: ray_check(0).returncode == 0, 300, interval=5)
+    after = unit_identity(["vllm-cluster-ray.service"])
+    restarted = sorted(n for n in NODES if after[(n, "vllm-cluster-ray.service")] != before[(n, "vllm-cluster-ray.service")])
+    fault_row("head restarted", detected_by="sparkfleet.vllm.ray_cluster (cluster_status.yml) names the missing workers",
+              recovered="automatically" if seconds is not None else "not within 300 s",
+              seconds_to_recover=seconds, units_restarted=restarted, total_s=round(time.time() - started, 1),
+              data_unchanged=data_digest() == data)
+    assert seconds is not None, "the workers did not rejoin the restarted head within 300 s"
+    assert set(restarted) == set(NODES), "every node's Ray unit restarts with the head: %s" % restarted
+    assert data_digest() == data, "weights, caches and env files survive"
+
+
+def test_restarts_are_bounded(ray_cluster):
+    """A rank that keeps dying is restarted vllm_cluster_restart_burst times, then left failed and reported."""
+    node, unit = "sim-4", "vllm-cluster-ray.service"
+    burst = int(re.search(r"^vllm_cluster_restart_burst: (\d+)", (REPO / "roles/vllm_cluster/defaults/main.yml")
+                          .read_text(), re.M).group(1))
+    since = ssh(node, "date +%s").stdout.strip()
+    assert ssh(node, "systemctl reset-failed %s; systemctl restart %s" % (unit, unit)).returncode == 0
+    started, kills, limited = time.time(), 0, False
+    while time.time() - started < 400 and not limited:
+        state = unit_show(node, unit, "ActiveState")
+        if state.get("ActiveState") == "active":
+            ssh(node, "systemctl kill -s KILL %s" % unit)  # the whole rank, as an OOM kill or a crash would
+            kills += 1
+        elif state.get("ActiveState") == "failed":
+            # systemd keeps the last exit's Result (signal) and logs the refusal to start again.
+            journal = ssh(node, "journalctl -u %s --since @%s --no-pager" % (unit, since)).stdout
+            limited = "Start request repeated too quickly" in journal
+        time.sleep(1)
+    seconds = round(time.time() - started, 1)
+    # Once the limit is hit systemd must stay put: no restart within three restart delays.
+    time.sleep(20)
+    final = unit_show(node, unit, "ActiveState", "Result", "NRestarts")
+    status = playbook("cluster_status.yml", "-e", "vllm_executor=ray", check=False, timeout=300)
+    fault_row("rank keeps dying", detected_by="systemd StartLimitBurst, then cluster_status.yml names the unit",
+              kills=kills, n_restarts=int(final.get("NRestarts", -1)), final=final, burst=burst, seconds=seconds)
+    assert limited, "systemd never refused to restart %s after %d kills in %.0f s" % (unit, kills, seconds)
+    assert final["ActiveState"] == "failed", final
+    assert kills == burst and int(final["NRestarts"]) == burst, (kills, final)
+    assert status.returncode != 0 and re.search(r"sim-4 \(vllm-cluster-ray.service failed\)", status.stdout), \
+        status.stdout[-3000:]
+    # A re-run resets the limit and heals the node.
+    assert ssh(node, "systemctl reset-failed %s" % unit).returncode == 0
+    playbook("cluster.yml", "-e", "vllm_executor=ray", "-e", "vllm_cluster_serve=false")
+    assert ray_check(90).returncode == 0
+
+
+OUTSIDER, OUTSIDER_ADDR, CONTROLLER_ADDR = "sim-outsider", "172.29.47.50", "172.29.47.1"
+PROBE = (
+    "import json, socket, sys, concurrent.futures as f\n"
+    "def probe(target):\n"
+    "    try:\n"
+    "        socket.create_connection((target[0], target[1]), timeout=3).close(); return True\n"
+    "    except OSError:\n"
+    "        return False\n"
+    "targets = json.loads(sys.argv[1])\n"
+    "with f.ThreadPoolExecutor(64) as pool:\n"
+    "    print(json.dumps([[t[0], t[1], ok] for t, ok in zip(targets, pool.map(probe, targets))]))\n"
+)
+
+
+def listeners(node):
+    """TCP ports ``node`` listens on at a non-loopback address, SSH aside."""
+    ports = set()
+    for line in ssh(node, "ss -ltnH").stdout.splitlines():
+        address, _, port = line.split()[3].rpartition(":")
+        if port != "22" and not address.startswith(("127.", "[::1]", "[::ffff:127.")):
+            ports.add(int(port))
+    return sorted(ports)
+
+
+def reachable_from_outsider(targets):
+    proc = run(["docker", "exec", OUTSIDER, "python3", "-c", PROBE, json.dumps(targets)], timeout=120)
+    return {(addr, port): ok for addr, port, ok in json.loads(proc.stdout)}
+
+
+def image_name():
+    env = (REPO / "tests/harness/image.env").read_text()
+    return re.search(r'^SPARKFLEET_IMAGE="([^"]+)"', env, re.M).group(1)
+
+
+def test_cluster_ports_refuse_a_non_member(ray_cluster):
+    """From a container on the link that is not in the inventory, every cluster port refuses once the firewall is on.
+
+    Stand-in: one Docker bridge is both the management network and the cluster link here, so the
+    outsider stands for an office machine that can reach the link's subnet.
+    """
+    catalog = yaml.safe_load((REPO / "data/catalog.yml").read_text())
+    allowed = [tuple(int(x) for x in (str(e) + "-" + str(e)).split("-")[:2]) for e in catalog["rules"]["cluster_tcp_ports"]]
+    run(["docker", "rm", "-f", OUTSIDER], check=False)
+    run(["docker", "run", "-d", "--name", OUTSIDER, "--network", "sparkfleet-sim", "--ip", OUTSIDER_ADDR,
+         "--label", "sparkfleet.sim=cluster", "--entrypoint", "sleep", image_name(), "infinity"])
+    try:
+        open_ports = {node: listeners(node) for node in NODES}
+        assert 6379 in open_ports["sim-1"], open_ports
+        assert all(8265 not in ports for ports in open_ports.values()), "Ray's dashboard is off by default: %s" % open_ports
+        # Every port a node opens for its peers is one the planner pinned inside the firewall's list.
+        stray = {n: [p for p in ports if not any(lo <= p <= hi for lo, hi in allowed)] for n, ports in open_ports.items()}
+        assert not any(stray.values()), "ports outside rules.cluster_tcp_ports: %s" % stray
+        targets = [[ADDR[n], p] for n in NODES for p in open_ports[n]]
+        before = reachable_from_outsider(targets)
+        assert before[(ADDR["sim-1"], 6379)], "control: without the firewall the outsider reaches Ray's GCS"
+        run([tool("ansible-playbook"), "-i", INVENTORY, str(REPO / "tests/cluster/prepare_apt.yml")], timeout=600)
+        fw = playbook("cluster.yml", "-e", "vllm_executor=ray", "-e", "vllm_cluster_serve=false", "-e", "vllm_firewall=true",
+                      "-e", json.dumps({"firewall_cluster_extra_peers": [CONTROLLER_ADDR]}), timeout=900)
+        assert "sparkfleet.vllm.firewall" in fw.stdout
+        after = reachable_from_outsider(targets)
+        open_to_outsider = sorted(k for k, ok in after.items() if ok)
+        peer = ssh("sim-2", "timeout 3 bash -c 'exec 3<>/dev/tcp/%s/6379'" % ADDR["sim-1"]).returncode == 0
+        fault_row("exposure", probed=len(targets), open_before=sum(before.values()), open_after=len(open_to_outsider),
+                  ports=open_ports, peer_reaches_gcs=peer)
+        assert not open_to_outsider, "reachable from a non-member: %s" % open_to_outsider
+        assert peer, "a cluster peer must still reach the head's GCS"
+        assert ray_check(60).returncode == 0, "the cluster keeps working behind the firewall"
+    finally:
+        run(["docker", "rm", "-f", OUTSIDER], check=False)
+        for node in NODES:
+            ssh(node, "nft delete table inet sparkfleet 2>/dev/null; rm -f /etc/nftables.d/sparkfleet.nft")
 
 def test_mp_tensor_parallel_across_two_containers(cluster):
     playbook("cluster_stop.yml", check=False)

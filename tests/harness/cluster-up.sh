@@ -65,9 +65,12 @@ node() {
   if [[ "$(docker inspect -f '{{.State.Running}}' "$name" 2>/dev/null)" != "true" ]]; then
     docker rm -f "$name" >/dev/null 2>&1 || true
     log "starting $name at $addr"
+    # NET_ADMIN (and nothing more): the exposure test loads the firewall role's nftables
+    # ruleset into each node's own network namespace.
     # shellcheck disable=SC2086  # SPARKFLEET_RUN_FLAGS is a list of flags
     docker run -d --name "$name" --hostname "$name" --network "$NETWORK" --ip "$addr" \
       $SPARKFLEET_RUN_FLAGS \
+      --cap-add NET_ADMIN \
       --label sparkfleet.sim=cluster \
       --shm-size 1g \
       -v "$PYTHON_HOME:$PYTHON_HOME:ro" \

@@ -557,3 +557,5 @@ def test_every_cluster_port_is_pinned_and_inside_the_firewall_list(catalog):
     for port in range(int(head["env"]["VLLM_PORT"]), int(head["env"]["VLLM_PORT"]) + 4):
         assert inside(port)
     assert inside(29501)  # vLLM's default --master-port under the mp executor
+    for name in rules["ray_env_ports"]:
+        assert inside(head["env"][name]) and inside(worker["env"][name]), name
