@@ -289,7 +289,7 @@ def listeners(node):
     """TCP ports ``node`` listens on at a non-loopback address, SSH aside."""
     ports = set()
     for line in ssh(node, "ss -ltnH").stdout.splitlines():
-        address, _, port = line.split()[3].rpartition(":")
+        address, port = line.split()[3].rsplit(":", 1)
         if port != "22" and not address.startswith(("127.", "[::1]", "[::ffff:127.")):
             ports.add(int(port))
     return sorted(ports)
@@ -312,7 +312,8 @@ def test_cluster_ports_refuse_a_non_member(ray_cluster):
     outsider stands for an office machine that can reach the link's subnet.
     """
     catalog = yaml.safe_load((REPO / "data/catalog.yml").read_text())
-    allowed = [tuple(int(x) for x in (str(e) + "-" + str(e)).split("-")[:2]) for e in catalog["rules"]["cluster_tcp_ports"]]
+    bounds = [[int(b) for b in str(e).split("-")] for e in catalog["rules"]["cluster_tcp_ports"]]
+    allowed = [(min(b), max(b)) for b in bounds]
     run(["docker", "rm", "-f", OUTSIDER], check=False)
     run(["docker", "run", "-d", "--name", OUTSIDER, "--network", "sparkfleet-sim", "--ip", OUTSIDER_ADDR,
          "--label", "sparkfleet.sim=cluster", "--entrypoint", "sleep", image_name(), "infinity"])
@@ -342,6 +343,7 @@ def test_cluster_ports_refuse_a_non_member(ray_cluster):
         run(["docker", "rm", "-f", OUTSIDER], check=False)
         for node in NODES:
             ssh(node, "nft delete table inet sparkfleet 2>/dev/null; rm -f /etc/nftables.d/sparkfleet.nft")
+
 
 def test_mp_tensor_parallel_across_two_containers(cluster):
     playbook("cluster_stop.yml", check=False)

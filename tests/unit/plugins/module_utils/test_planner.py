@@ -534,8 +534,8 @@ def test_objectives_are_the_catalogs(catalog):
 def _port_ranges(entries):
     ranges = []
     for entry in entries:
-        low, _, high = str(entry).partition("-")
-        ranges.append((int(low), int(high or low)))
+        bounds = [int(b) for b in str(entry).split("-")]
+        ranges.append((min(bounds), max(bounds)))
     return ranges
 
 
@@ -543,7 +543,10 @@ def test_every_cluster_port_is_pinned_and_inside_the_firewall_list(catalog):
     """Ray's node ports, the head's client/dashboard ports and vLLM's rendezvous all fall in cluster_tcp_ports."""
     rules = catalog["rules"]
     allowed = _port_ranges(rules["cluster_tcp_ports"])
-    inside = lambda port: any(low <= int(port) <= high for low, high in allowed)  # noqa: E731
+
+    def inside(port):
+        return any(low <= int(port) <= high for low, high in allowed)
+
     head = make(catalog, profile="dgx_spark", node_count=2, node_index=0, executor="ray",
                 head_address="192.0.2.101", node_address="192.0.2.101")
     worker = make(catalog, profile="dgx_spark", node_count=2, node_index=1, executor="ray",
