@@ -72,7 +72,10 @@ options:
     elements: int
     default: [1024, 8192]
   warmup:
-    description: Short requests sent before measuring, so first-request compilation is not measured.
+    description:
+      - Warm-up rounds before measuring. Each round sends one short request, then one batch of short requests at the
+        measured concurrency (8 in V(standard), the largest O(concurrency) in V(sweep)), so that a fresh server's
+        first-batch compilation is not measured.
     type: int
     default: 1
   timeout:
