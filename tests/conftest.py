@@ -27,7 +27,8 @@ def require(condition, what):
     message = "missing prerequisite: %s" % what
     if IN_CI:
         pytest.fail(message + " (CI=true: a missing prerequisite fails its tier)", pytrace=False)
-    pytest.skip(message)
+    else:
+        pytest.skip(message + " (local run; with CI=true this fails)")
 
 
 def tool(name):
