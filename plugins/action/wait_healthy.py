@@ -22,6 +22,7 @@ from ansible.utils.display import Display
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import diagnose as diag
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import health
+from ansible_collections.sparkfleet.vllm.plugins.plugin_utils import api_key
 
 display = Display()
 
@@ -45,6 +46,8 @@ class ActionModule(ActionBase):
         del tmp
         validation, args = self.validate_argument_spec(argument_spec=health.ARGUMENT_SPEC,
                                                        mutually_exclusive=health.MUTUALLY_EXCLUSIVE)
+        if not self._task.args.get("api_key"):  # never a task argument in the playbooks: the secrets contract's key
+            args["api_key"] = api_key.resolve(self._templar, task_vars) or None
         if self._task.check_mode:
             result.update(changed=False, skipped=True, msg="check mode: not waiting", phase="starting", elapsed=0.0,
                           progress=[], served=[])

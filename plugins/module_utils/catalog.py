@@ -36,7 +36,7 @@ TOP_LEVEL_KEYS = ("defaults", "objectives", "bench_modes", "models", "drafters",
 # Keys a `when` / `unless` condition may test (release defects, smoke misses), and the plan context each reads.
 CONDITION_KEYS = ("profiles", "drafters", "models", "models_except", "min_nodes", "expert_parallel")
 # Smoke checks a model's smoke_expected_misses may name (plugins/module_utils/smoke.py grades them).
-SMOKE_CHECKS = ("chat", "thinking", "tools", "vision", "audio", "accuracy")
+SMOKE_CHECKS = ("auth", "chat", "thinking", "tools", "vision", "audio", "accuracy")
 DIAGNOSTIC_FIELDS = ("id", "patterns", "title", "explanation", "fix")
 
 _CACHE = {}
@@ -393,6 +393,9 @@ def expected_from_baseline(row):
         "date": row.get("date"),
         "stand_in": bool(row.get("stand_in")),
     }
+    if row.get("calibrate"):
+        # No fixed figures: the throughput module calibrates on the serving machine (bench_metrics.wants_calibration).
+        expected["calibrate"] = True
     if row.get("conditions"):
         expected["conditions"] = dict(row["conditions"])
     if row.get("note"):
@@ -567,7 +570,13 @@ def validate_catalog(catalog):
         for metric in METRICS:
             if not _is_figure(row.get(metric)):
                 problems.append("%s: %s=%r is not a figure" % (where, metric, row.get(metric)))
-        if not any(row.get(m) is not None for m in METRICS):
+        if row.get("calibrate"):
+            if not row.get("stand_in"):
+                problems.append("%s: only a stand-in's baseline may be calibrated; real hardware keeps its measured "
+                                "figures" % where)
+            if any(row.get(m) is not None for m in METRICS):
+                problems.append("%s: a calibrated row records no figures" % where)
+        elif not any(row.get(m) is not None for m in METRICS):
             problems.append("%s: no figure at all" % where)
         key = (row.get("profile"), row.get("model"), row.get("drafter"), row.get("nodes"), row.get("release"), row.get("date"),
                bool(row.get("patched")))
@@ -695,7 +704,9 @@ def render_markdown(catalog):
         for row in group["rows"]:
             rows.append(["%s%s" % (row["model"], " + " + row["drafter"] if row.get("drafter", "none") != "none" else ""),
                          row.get("single_stream_tok_s"), row.get("aggregate_8_tok_s"), row.get("kv_cache_tokens"),
-                         row.get("acceptance_pct"), ("patched. " if row.get("patched") else "") + (row.get("note") or "") + (
+                         row.get("acceptance_pct"), ("patched. " if row.get("patched") else "") + (
+                             "calibrated on the serving machine in the same run. " if row.get("calibrate") else "") + (
+                             row.get("note") or "") + (
                              " " + ", ".join("%s %s" % kv for kv in sorted(row["conditions"].items())) if row.get("conditions") else "")
                          or None])
         out += _table(["Config", "Single-stream", "Aggregate, 8 streams", "KV cache", "Acceptance %", "Note"], rows)

@@ -18,7 +18,12 @@ means "not set, use the catalog default"):
   gpu_memory_utilization, max_num_seqs, language_model_only, enable_audio,
   images_per_prompt, port, served_name, api_key (validated only; its value
   never enters the plan), extra_args (list of str), head_address,
-  node_address, cluster_interface, cluster_hca.
+  node_address, cluster_interface, cluster_hca, env, allow_dev_mode,
+  native_env, cluster_extra_env, cluster_ray_health_check (the runtime roles'
+  extra environments: only their names are checked, the roles merge them),
+  cluster_nodes (every node of the cluster group: ``{"host", "address",
+  "machine"}``, for the link-address check), host and host_groups (this host's
+  inventory name and which of vllm_single / the cluster group list it).
 
 Cluster nodes: the head (node_index 0) gets the full serve argv. Under the
 ``mp`` executor every worker runs ``vllm serve`` too, with ``--headless`` and
@@ -41,12 +46,14 @@ except ImportError:  # pragma: no cover - Python 2 only
     from pipes import quote as _shell_quote
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import env_rules, vllm_flags
 
 REQUEST_KEYS = (
     "model", "drafter", "profile", "gpu_name", "node_count", "node_index", "image", "release", "executor", "objective",
     "runtime", "max_model_len", "max_num_batched_tokens", "gpu_memory_utilization", "max_num_seqs",
     "language_model_only", "enable_audio", "images_per_prompt", "port", "served_name", "api_key", "extra_args",
     "head_address", "node_address", "cluster_interface", "cluster_hca", "env", "allow_dev_mode",
+    "native_env", "cluster_extra_env", "cluster_ray_health_check", "cluster_nodes", "host", "host_groups",
 )
 # Interface variable (extra-vars / inventory) for each request key, for messages.
 VARIABLES = {
@@ -60,11 +67,15 @@ VARIABLES = {
     "api_key": "vllm_api_key", "extra_args": "vllm_extra_args", "head_address": "vllm_cluster_link_ip",
     "node_address": "vllm_cluster_link_ip", "cluster_interface": "vllm_cluster_interface",
     "cluster_hca": "vllm_cluster_hca", "env": "vllm_env", "allow_dev_mode": "vllm_allow_dev_mode",
+    "native_env": "vllm_native_env", "cluster_extra_env": "vllm_cluster_extra_env",
+    "cluster_ray_health_check": "vllm_cluster_ray_health_check", "cluster_nodes": "vllm_cluster_link_ip",
+    "host": "inventory_hostname", "host_groups": "the vllm_single and vllm_cluster groups",
 }
+# Environments the planner only checks by name (the runtime roles merge them over the plan's env).
+ROLE_ENV_KEYS = ("native_env", "cluster_extra_env", "cluster_ray_health_check")
+SINGLE_GROUP = "vllm_single"
 # vLLM's development mode: registers /reset_prefix_cache, /sleep, /collective_rpc, ... outside the API key.
 DEV_MODE_ENV = "VLLM_SERVER_DEV_MODE"
-# Names that must only ever reach the server through the 0600 secret env file.
-SECRET_ENV_NAMES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "VLLM_API_KEY")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DRAFTER_CHOICES = ("none", "mtp", "dflash", "auto")
 EXECUTORS = ("ray", "mp")
@@ -236,6 +247,44 @@ def _working_release(catalog, context):
     return candidates[0] if candidates else None
 
 
+# --- cluster ports -------------------------------------------------------------------
+
+
+def _port_range(entry):
+    bounds = [int(b) for b in str(entry).split("-")]
+    return min(bounds), max(bounds)
+
+
+def cluster_port_ranges(catalog, profile=None):
+    """Every port range a cluster node listens on for its peers: [(low, high, what)], from the catalog's rules.
+
+    ``cluster_tcp_ports`` (the firewall's list) is the whole set; each range is
+    named by the pinned ports that fall in it (Ray's GCS, worker ports, ...).
+    """
+    rules = catalog["rules"]
+    named = []
+    ray_port = ((profile or {}).get("cluster") or {}).get("ray_port", 6379)
+    named.append((int(ray_port), int(ray_port), "Ray's GCS port"))
+    pinned = dict(rules.get("ray_node_ports") or {})
+    pinned.update(rules.get("ray_head_ports") or {})
+    low_worker, high_worker = pinned.pop("--min-worker-port", None), pinned.pop("--max-worker-port", None)
+    if low_worker and high_worker:
+        named.append((int(low_worker), int(high_worker), "Ray's worker ports"))
+    for flag, port in pinned.items():
+        named.append((int(port), int(port), "Ray's %s" % flag.lstrip("-")))
+    for name, port in (rules.get("ray_env_ports") or {}).items():
+        named.append((int(port), int(port), name))
+    base = rules.get("vllm_port_base")
+    if base:
+        named.append((int(base), int(base) + 10, "vLLM's rendezvous: VLLM_PORT under Ray, the mp --master-port"))
+    ranges = []
+    for entry in rules.get("cluster_tcp_ports") or []:
+        low, high = _port_range(entry)
+        what = [n for lo, hi, n in named if lo <= high and hi >= low]
+        ranges.append((low, high, "; ".join(dict.fromkeys(what)) or "the firewall's cluster_tcp_ports"))
+    return ranges
+
+
 # --- the planner -------------------------------------------------------------------
 
 
@@ -303,7 +352,56 @@ class _Planner(object):
                 self.model_name, ", ".join(real), ", ".join(cat.model_names(self.catalog, include_stand_ins=False)), real[0]),
                 "vllm_model", self.model_name)
 
+    def check_groups(self):
+        """A host serves one model alone (vllm_single) or one rank of a cluster, never both."""
+        groups = self.request.get("host_groups")
+        if _unset(groups) or not groups:
+            return
+        groups = [str(g) for g in (groups if isinstance(groups, (list, tuple)) else [groups])]
+        clusters = [g for g in groups if g != SINGLE_GROUP]
+        if SINGLE_GROUP in groups and clusters:
+            host = self.request.get("host") or "this host"
+            _refuse("host-groups", "host %s is listed in both %s and %s: a host serves either one model alone or one rank of a "
+                    "cluster; remove %s from one of the two groups" % (host, SINGLE_GROUP, clusters[0], host),
+                    "vllm_single", host)
+
+    def cluster_group(self):
+        groups = self.request.get("host_groups")
+        named = [str(g) for g in groups if str(g) != SINGLE_GROUP] if isinstance(groups, (list, tuple)) else []
+        return named[0] if named else "vllm_cluster"
+
+    def check_link_addresses(self):
+        """Every machine of the cluster has its own vllm_cluster_link_ip (Ray, NCCL and --master-addr address nodes by it)."""
+        nodes = self.request.get("cluster_nodes")
+        if _unset(nodes) or not nodes or not self.cluster:
+            return
+        owners = {}
+        for node in nodes:
+            address = str(node.get("address") or "").strip()
+            # Inventory hosts that are one machine (the simulation's local pair) share its addresses by nature.
+            machine = node.get("machine") or node.get("host")
+            owner = owners.setdefault(address, (node.get("host"), machine))
+            if owner[1] != machine:
+                _refuse("cluster-link-ip", "vllm_cluster_link_ip %s is set for both %s and %s: every node needs its own "
+                        "address on the cluster link (Ray, NCCL and --master-addr reach nodes by it); set vllm_cluster_link_ip "
+                        "on each host of the %s group to that host's own link address" % (
+                            address, owner[0], node.get("host"), self.cluster_group()),
+                        "vllm_cluster_link_ip", address)
+
+    def check_cluster_ports(self):
+        """The API port stays out of the ports the cluster pins for Ray and vLLM's rendezvous."""
+        if not self.cluster:
+            return
+        for low, high, what in cluster_port_ranges(self.catalog, self.profile):
+            if low <= self.port <= high:
+                where = str(low) if low == high else "%d-%d" % (low, high)
+                _refuse("cluster-port", "vllm_port %d is inside the cluster's pinned port range %s (%s): the API would "
+                        "collide with it on the head; set vllm_port outside %s (e.g. %d)" % (
+                            self.port, where, what, ", ".join(str(p) for p in self.rules.get("cluster_tcp_ports") or []),
+                            self.catalog["defaults"]["port"]), "vllm_port", self.port)
+
     def resolve_nodes(self):
+        self.check_groups()
         self.node_count = _as_int(self.request, "node_count", minimum=1) or 1
         self.node_index = _as_int(self.request, "node_index", minimum=0) or 0
         if self.node_index >= self.node_count:
@@ -336,6 +434,7 @@ class _Planner(object):
                     "(or ansible_host) on the first host of the vllm_cluster group" % self.node_count, "vllm_cluster_link_ip")
         self.head_address = str(self.head_address).strip()
         self.node_address = None if _unset(self.request.get("node_address")) else str(self.request["node_address"]).strip()
+        self.check_link_addresses()
 
     def resolve_release(self):
         image = None if _unset(self.request.get("image")) else str(self.request["image"]).strip()
@@ -674,6 +773,11 @@ class _Planner(object):
             if not isinstance(api_key, str) or re.search(r"\s", api_key) or len(api_key) < 8:
                 _refuse("api-key", "vllm_api_key must be a string of at least 8 characters without whitespace; set a longer key "
                         "(its value is never shown)", "vllm_api_key")
+            problems = env_rules.env_value_problems(api_key)
+            if problems:
+                _refuse("api-key-characters", "vllm_api_key has characters an env file or systemd would not carry unchanged: "
+                        "%s; use only %s (its value is never shown)" % (", ".join(problems), env_rules.ENV_VALUE_ALLOWED_TEXT),
+                        "vllm_api_key")
             self.secret_env.append("VLLM_API_KEY")
             self.reason("API key: served through the VLLM_API_KEY secret (kept out of argv, environment and logs)")
         if self.model.get("source") == "huggingface":
@@ -686,29 +790,75 @@ class _Planner(object):
     # -- extra args --------------------------------------------------------------------
 
     def check_extra_args(self):
-        managed = self.rules.get("managed_flags") or {}
-        warn_flags = self.rules.get("warn_flags") or {}
-        refused_backends = [b.lower() for b in self.rules.get("refused_attention_backends") or []]
+        """Refuse what vllm_extra_args must not set, in every spelling vLLM's parser accepts (vllm_flags.py)."""
         args = self.extra_args
-        for index, arg in enumerate(args):
-            if not arg.startswith("-"):
-                continue
-            flag, _sep, inline = arg.partition("=")
-            value = inline if _sep else (args[index + 1] if index + 1 < len(args) else "")
-            if flag == "-q":
-                flag = "--quantization"
-            if flag in managed:
-                _refuse("managed-flag", "vllm_extra_args must not set %s: the planner sets it from %s; set that instead and "
-                        "drop %s from vllm_extra_args" % (flag, managed[flag], flag), "vllm_extra_args", arg)
-            if flag == "--attention-backend" and value.lower() in refused_backends:
-                _refuse("attention-backend", "--attention-backend %s cannot start Gemma 4 here: FlashAttention supports neither "
-                        "the fp8 KV cache nor Gemma 4's multimodal PrefixLM attention, and FA3/FA4 are not built for sm_120/sm_121; "
-                        "remove it from vllm_extra_args (vLLM falls back to TRITON_ATTN by itself)" % value,
-                        "vllm_extra_args", arg)
-            if flag in warn_flags:
-                self.warn("%s in vllm_extra_args: %s" % (flag, " ".join(warn_flags[flag].split())))
-        if args:
-            self.reason("extra args appended as given: %s" % " ".join(args))
+        if not args:
+            return
+        try:
+            flags = vllm_flags.load_flags()
+        except vllm_flags.FlagsError as exc:
+            _refuse("flags", "cannot check vllm_extra_args: %s" % exc, "vllm_extra_args")
+        rules = self.rules
+        managed = rules.get("managed_flags") or {}
+        secret = dict((rules.get("secret_flags") or {}))
+        for dest in flags.get("sensitive_dests") or []:
+            spelling = "--" + dest.replace("_", "-")
+            secret.setdefault(vllm_flags.canonical_of(spelling, flags) or spelling, "drop it")
+        refused = rules.get("refused_flags") or {}
+        dev_flags = rules.get("dev_mode_flags") or {}
+        warn_flags = rules.get("warn_flags") or {}
+        refused_backends = [b.lower() for b in rules.get("refused_attention_backends") or []]
+        allow_dev = _as_bool(self.request, "allow_dev_mode")
+        version = "%s %s" % ((flags.get("vllm") or {}).get("distribution", "vllm"), (flags.get("vllm") or {}).get("version", "?"))
+        for flag in vllm_flags.normalise(args, flags):
+            # An ambiguous prefix stops vLLM, but another release may resolve it: any guarded meaning is refused.
+            for name in flag.candidates:
+                self._refuse_flag(flag, name, managed, secret, refused, dev_flags, allow_dev)
+            if not flag.candidates:
+                self.warn("%s in vllm_extra_args is not an option of %s's vllm serve (data/vllm_serve_flags.yml): vLLM "
+                          "exits with \"unrecognized arguments\" unless this release has it" % (flag.given, version))
+            elif flag.canonical is None:
+                self.warn("%s in vllm_extra_args is ambiguous (it could mean %s): vLLM exits with \"ambiguous option\"; "
+                          "spell the option out" % (flag.given, ", ".join(flag.candidates)))
+            if flag.canonical in ("--attention-backend", "--attention-config"):
+                named = [b for b in refused_backends if re.search(r"\b%s\b" % re.escape(b), flag.value, re.IGNORECASE)]
+                if named:
+                    _refuse("attention-backend", "--attention-backend %s cannot start Gemma 4 here: FlashAttention supports "
+                            "neither the fp8 KV cache nor Gemma 4's multimodal PrefixLM attention, and FA3/FA4 are not built "
+                            "for sm_120/sm_121; remove it from vllm_extra_args (vLLM falls back to TRITON_ATTN by itself)"
+                            % flag.value, "vllm_extra_args", flag.given)
+            if flag.canonical in warn_flags:
+                self.warn("%s in vllm_extra_args: %s" % (flag.canonical, " ".join(warn_flags[flag.canonical].split())))
+        self.reason("extra args appended as given: %s" % " ".join(args))
+
+    def _refuse_flag(self, flag, name, managed, secret, refused, dev_flags, allow_dev):
+        spelled = name if flag.given.split("=", 1)[0] == name else "%s (given as %s)" % (name, flag.given.split("=", 1)[0])
+        if name in secret:
+            # Never echo the value: it is the secret.
+            _refuse("secret-flag", "vllm_extra_args must not set %s: it carries a credential, which on the command line "
+                    "lands in the plan file, the printed plan, rendered files and ps; %s, and drop %s from "
+                    "vllm_extra_args" % (spelled, " ".join(str(secret[name]).split()), flag.given.split("=", 1)[0]),
+                    "vllm_extra_args", name)
+        if name in managed:
+            _refuse("managed-flag", "vllm_extra_args must not set %s: the planner sets it from %s; set that instead and "
+                    "drop %s from vllm_extra_args" % (spelled, managed[name], flag.given.split("=", 1)[0]),
+                    "vllm_extra_args", flag.given)
+        if name in refused:
+            _refuse("refused-flag", "vllm_extra_args must not set %s: it %s" % (spelled, " ".join(str(refused[name]).split())),
+                    "vllm_extra_args", flag.given)
+        rule = dev_flags.get(name)
+        if rule is None:
+            return
+        values = [str(v).lower() for v in rule.get("values") or []]
+        if values and (flag.canonical != name or flag.value.strip().lower() not in values):
+            return
+        shown = "%s %s" % (spelled, flag.value) if values else spelled
+        why = " ".join(str(rule.get("why", "")).split())
+        if not allow_dev:
+            _refuse("dev-mode-flag", "vllm_extra_args must not set %s: it %s; remove it from vllm_extra_args. Only a "
+                    "development host off any shared network may force it with vllm_allow_dev_mode=true" % (shown, why),
+                    "vllm_extra_args", flag.given)
+        self.warn("%s in vllm_extra_args (vllm_allow_dev_mode): it %s; keep the port off any shared network" % (shown, why))
 
     # -- assembly ----------------------------------------------------------------------
 
@@ -836,22 +986,42 @@ class _Planner(object):
             elif action == "warn":
                 self.warn("vLLM %s: %s" % (self.release_name, summary))
 
+    def check_env_names(self, key):
+        """The mapping under request ``key`` (a user's extra environment), its names checked; {} when unset."""
+        variable = VARIABLES[key]
+        env = self.request.get(key)
+        if _unset(env) or env == {}:
+            return {}
+        if not isinstance(env, dict):
+            _refuse("type", "%s must be a mapping of NAME: value, got %r; set %s: {NAME: value}" % (variable, env, variable),
+                    variable, env)
+        for name in sorted(env, key=str):
+            if not isinstance(name, str) or not _ENV_NAME.match(name):
+                _refuse("env-name", "%s has %r, which is not an environment variable name; use letters, digits and "
+                        "underscores" % (variable, name), variable, name)
+            pattern = env_rules.secret_name_rule(name)
+            if pattern is None:
+                continue
+            if pattern == "RAY_AUTH_*":
+                fix = ("Ray's token authentication is set only by vllm_cluster_ray_auth (true: RAY_AUTH_MODE=token with a "
+                       "generated token in the 0600 secret env file)")
+            else:
+                fix = ("set vllm_api_key (or HF_TOKEN in the controller's environment) instead: secrets reach the server "
+                       "only through the 0600 secret file")
+            _refuse("env-secret", "%s carries %s, a secret-looking name (%s; refused in every user environment: %s), "
+                    "which would land in a readable env file and the plan; remove it from %s; %s" % (
+                        variable, name, pattern, env_rules.SECRET_NAME_PATTERNS, variable, fix), variable, name)
+        return env
+
+    def check_role_envs(self):
+        """vllm_native_env, vllm_cluster_extra_env, vllm_cluster_ray_health_check: refused names, before any host changes."""
+        for key in ROLE_ENV_KEYS:
+            self.check_env_names(key)
+
     def apply_user_env(self):
         """Merge vllm_env over the planned env, then refuse development mode unless it is forced."""
-        env = self.request.get("env")
-        if _unset(env) or env == {}:
-            env = {}
-        if not isinstance(env, dict):
-            _refuse("type", "vllm_env must be a mapping of NAME: value, got %r; set vllm_env: {NAME: value}" % (env,),
-                    "vllm_env", env)
+        env = self.check_env_names("env")
         for key, value in sorted(env.items()):
-            if not isinstance(key, str) or not _ENV_NAME.match(key):
-                _refuse("env-name", "vllm_env has %r, which is not an environment variable name; use letters, digits and "
-                        "underscores" % (key,), "vllm_env", key)
-            if key.upper() in SECRET_ENV_NAMES:
-                _refuse("env-secret", "vllm_env carries %s, which would land in a readable env file and the plan; set "
-                        "vllm_api_key (or HF_TOKEN in the controller's environment) instead: secrets reach the server "
-                        "only through the 0600 secret file" % key, "vllm_env", key)
             if isinstance(value, (dict, list)):
                 _refuse("type", "vllm_env.%s must be a string or number, got %r" % (key, value), "vllm_env", value)
             text = ("1" if value else "0") if isinstance(value, bool) else ("" if value is None else str(value))
@@ -890,7 +1060,9 @@ class _Planner(object):
         self.resolve_runtime()
         self.resolve_drafter()
         self.resolve_settings()
+        self.check_cluster_ports()
         self.check_extra_args()
+        self.check_role_envs()
         self.apply_release_defects()
         if self.model_rules.get("first_start_fails"):
             self.warn("%s on %s: the first start compiles from scratch, gets too little KV cache and exits; the restart "
@@ -966,11 +1138,13 @@ def plan_cluster(catalog, request, node_addresses=None):
     """Plan every node of a cluster (``request['node_count']`` nodes), head first."""
     count = int(request.get("node_count") or 1)
     plans = []
+    nodes = [{"host": "node %d" % (i + 1), "address": a} for i, a in enumerate(node_addresses or [])]
     for index in range(count):
         node_request = dict(request)
         node_request["node_index"] = index
         if node_addresses:
             node_request["node_address"] = node_addresses[index]
+            node_request.setdefault("cluster_nodes", nodes)
         plans.append(plan(catalog, node_request))
     return plans
 

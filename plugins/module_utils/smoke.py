@@ -28,6 +28,9 @@ from ansible_collections.sparkfleet.vllm.plugins.module_utils import png
 CHECKS = cat.SMOKE_CHECKS
 DEFAULT_CHECKS = ("chat", "thinking", "tools", "vision", "accuracy")
 VISION_WORD = "vLLM"
+# The auth check's three requests: (label, which key it sends). The key must refuse the first two with 401.
+AUTH_EXCHANGES = (("without_key", None), ("wrong_key", "wrong"), ("with_key", "key"))
+WRONG_KEY = "sparkfleet-smoke-not-the-key"
 
 # Twenty short questions with one unambiguous answer each: (id, question, accepted answers).
 # Numbers are matched as whole words; text answers as whole words, case-insensitive.
@@ -67,15 +70,29 @@ WEATHER_TOOL = {
 }
 
 
-def select_checks(checks=None, audio=False):
-    """Validated, ordered list of check names; audio joins only when asked for."""
+def select_checks(checks=None, audio=False, api_key=False):
+    """Validated, ordered list of check names; audio joins only when asked for, auth whenever a key is given."""
     chosen = list(checks) if checks else list(DEFAULT_CHECKS)
     unknown = [c for c in chosen if c not in CHECKS]
     if unknown:
         raise ValueError("unknown smoke checks %s; choose from %s" % (unknown, ", ".join(CHECKS)))
     if audio and "audio" not in chosen:
         chosen.append("audio")
+    if api_key and "auth" not in chosen:
+        chosen.append("auth")
+    if "auth" in chosen and not api_key:
+        raise ValueError("the auth check needs the API key (api_key): it proves the server refuses requests without it")
     return [c for c in CHECKS if c in chosen]
+
+
+def key_for(label, api_key):
+    """The key one exchange sends: the API key for every check but auth, whose labels pick none, a wrong one or it."""
+    which = dict(AUTH_EXCHANGES).get(label, "key")
+    if which is None:
+        return None
+    if which == "wrong":
+        return WRONG_KEY if api_key != WRONG_KEY else WRONG_KEY + "-2"
+    return api_key
 
 
 def plan_context(plan):
@@ -133,6 +150,8 @@ def tone_wav(seconds=1.0, rate=16000, freq=440.0):
 
 def build_requests(check, model, max_tokens=256):
     """[(label, chat request body)] for one check."""
+    if check == "auth":
+        return [(label, _chat(model, [{"role": "user", "content": "Say hi."}], 8)) for label, _key in AUTH_EXCHANGES]
     if check == "chat":
         return [("chat", _chat(model, [{"role": "user", "content": "Say hello in one short sentence."}], 64))]
     if check == "thinking":
@@ -206,13 +225,21 @@ def grade(check, exchanges, expected_misses=None):
 
     reasons = []
     for label, body, response in exchanges:
+        if check == "auth" and label != "with_key":
+            if response.status != 401:
+                reasons.append(fail("auth: a request %s got %s instead of 401: the server does not enforce the API key "
+                                    "the plan promises (is VLLM_API_KEY in its secret env file?)" % (
+                                        label.replace("_", " "), response.summary(200)), label, body, response))
+            continue
         failure = _http_failure(response)
         if failure:
             reasons.append(fail("%s: %s" % (label, failure), label, body, response))
             continue
         message = message_of(response.body)
         answer = _answer_text(response.body)
-        if check == "chat":
+        if check == "auth":
+            pass  # with the key, any 2xx answer shows the key is accepted
+        elif check == "chat":
             if not answer:
                 reasons.append(fail("chat: empty answer", label, body, response))
         elif check == "thinking":

@@ -60,6 +60,8 @@ options:
   cluster_group:
     description:
       - Inventory group whose members form one tensor-parallel cluster.
+      - Every machine in it needs its own C(vllm_cluster_link_ip), the API port must lie outside the cluster's pinned
+        port ranges (catalog C(rules.cluster_tcp_ports)), and a host in both C(vllm_single) and this group is refused.
     type: str
     default: vllm_cluster
   head_address:
@@ -140,21 +142,44 @@ options:
   api_key:
     description:
       - API key. Only validated; the plan lists C(VLLM_API_KEY) in RV(plan.secret_env) and never carries the value.
+      - At least 8 characters, each printable ASCII without whitespace (quotes, C($), backslash and backtick included;
+        every runtime quotes the value for its reader); a refusal names the characters (see C(docs/security.md)).
     type: str
   extra_args:
     description:
       - Extra C(vllm serve) arguments, appended after the planned ones and checked against the same rules.
+      - Read the way vLLM's parser reads them (underscores, C(--flag=value), unique prefixes, short aliases such as
+        C(-tp), dotted C(--flag.field) keys), with the flag list in C(data/vllm_serve_flags.yml) generated from the
+        real parser. Planned flags and flags that carry a credential (C(--api-key), C(--hf-token)) are refused in any
+        spelling, C(--config) always; flags that open routes the API key does not guard (C(--profiler-config),
+        C(--grpc), ...) or trace-level uvicorn logging unless O(allow_dev_mode=true).
     type: list
     elements: str
   env:
     description:
       - Extra server environment, merged over the planned env (an override is reported as a warning).
-      - C(HF_TOKEN) and C(VLLM_API_KEY) are refused here; they reach the server only through the 0600 secret file.
+      - Secret-looking names (C(*TOKEN*) but not C(*TOKENS*) or C(*TOKENIZER*), C(*_KEY), C(*SECRET*), C(*PASSWORD*),
+        C(RAY_AUTH_*)) are refused here and in O(native_env), O(cluster_extra_env) and O(cluster_ray_health_check);
+        secrets reach the server only through the 0600 secret file.
       - C(VLLM_SERVER_DEV_MODE) is refused unless O(allow_dev_mode=true).
+    type: dict
+  native_env:
+    description:
+      - C(vllm_native_env), the native runtime's extra environment. Only its names are checked here (the role merges it).
+    type: dict
+  cluster_extra_env:
+    description:
+      - C(vllm_cluster_extra_env), every cluster rank's extra environment. Only its names are checked here; Ray's token
+        authentication is switched only by C(vllm_cluster_ray_auth).
+    type: dict
+  cluster_ray_health_check:
+    description:
+      - C(vllm_cluster_ray_health_check), environment of Ray's health check on every node. Only its names are checked.
     type: dict
   allow_dev_mode:
     description:
-      - Let C(VLLM_SERVER_DEV_MODE) through. Its routes (C(/reset_prefix_cache), C(/sleep), C(/collective_rpc))
+      - Let C(VLLM_SERVER_DEV_MODE) through, and the C(extra_args) flags of the catalog's C(dev_mode_flags).
+      - C(VLLM_SERVER_DEV_MODE)'s routes (C(/reset_prefix_cache), C(/sleep), C(/collective_rpc))
         answer without the API key; only a benchmark host that resets the prefix cache between sweep shapes needs it.
     type: bool
     default: false

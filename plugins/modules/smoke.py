@@ -22,6 +22,9 @@ description:
     (C(models.<short>.smoke_expected_misses) in C(data/catalog.yml)) through O(expected_misses); this module
     holds no table of its own.
   - A check the model cannot do is a failure, not a skip; choose the checks with O(checks).
+  - With O(api_key), the C(auth) check always runs too. It proves the key is enforced, since a C(POST /v1/chat/completions)
+    without a key and one with a wrong key must get HTTP 401, and one with O(api_key) must answer. An open server
+    accepts any bearer token, so the other checks alone cannot tell whether the key reached the server.
 author:
   - sparkfleet.vllm contributors (@sparkfleet)
 options:
@@ -34,7 +37,10 @@ options:
     type: str
     required: true
   api_key:
-    description: API key sent as a bearer token when the server requires one.
+    description:
+      - API key sent as a bearer token; given, it adds the C(auth) check.
+      - When omitted, the action plugin takes the secrets contract's key on the controller, C(vllm_api_key) (else the
+        controller's C(VLLM_API_KEY)), so playbooks never pass it as a task argument, which task banners print.
     type: str
   checks:
     description:
@@ -45,7 +51,7 @@ options:
         C(vision) and C(accuracy).
     type: list
     elements: str
-    choices: [chat, thinking, tools, vision, audio, accuracy]
+    choices: [auth, chat, thinking, tools, vision, audio, accuracy]
   plan:
     description:
       - The deployment plan (the C(vllm_plan) fact). Picks the default checks, and its C(profile), C(drafter),
@@ -150,8 +156,8 @@ def run_checks(url, model, names, api_key, max_tokens, timeout, misses, request=
     for name in names:
         exchanges = []
         for label, body in smoke.build_requests(name, model, max_tokens):
-            exchanges.append((label, body, request(endpoint, method="POST", body=body, api_key=api_key,
-                                                   timeout=timeout)))
+            exchanges.append((label, body, request(endpoint, method="POST", body=body,
+                                                   api_key=smoke.key_for(label, api_key), timeout=timeout)))
         results.append(smoke.grade(name, exchanges, misses))
     return results
 
@@ -174,7 +180,10 @@ def main():
     )
     p = module.params
     wanted = p["checks"] or (smoke.checks_for_plan(p["plan"]) if p["plan"] else None)
-    names = smoke.select_checks(wanted, p["audio"])
+    try:
+        names = smoke.select_checks(wanted, p["audio"], bool(p["api_key"]))
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
     try:
         misses = smoke.misses_for_plan(p["plan"], p["expected_misses"])
     except (ValueError, KeyError, TypeError, smoke.cat.CatalogError) as exc:

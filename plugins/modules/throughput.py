@@ -39,7 +39,10 @@ options:
     type: str
     required: true
   api_key:
-    description: API key sent as a bearer token when the server requires one.
+    description:
+      - API key sent as a bearer token when the server requires one.
+      - When omitted, the action plugin takes the secrets contract's key on the controller, C(vllm_api_key) (else the
+        controller's C(VLLM_API_KEY)), so playbooks never pass it as a task argument, which task banners print.
     type: str
   mode:
     description: What to measure, one of the catalog's C(bench_modes) (C(data/catalog.yml), listed in C(docs/catalog.md)).
@@ -91,6 +94,12 @@ options:
       - Expected figures for this configuration, as the catalog records them, keys C(single_stream_tok_s) and
         C(aggregate_8_tok_s). With a baseline, a C(standard) run below O(min_ratio) of it fails.
       - Omitted or empty, the run is measured and recorded, not gated.
+      - A stand-in's baseline (the catalog's CPU stand-in row) carries C(calibrate=true) and no figures, because
+        a CPU's speed is a property of the machine, not of the collection. The module then first runs the same
+        method with the same requests on this server and gates the measured run against that calibration;
+        a miss is calibrated and measured once more before it counts (a shared machine's neighbours move the
+        CPU stand-in's rate). C(result.sparkfleet.calibration) and C(result.sparkfleet.calibration_attempts)
+        record it.
     type: dict
   min_ratio:
     description: Lowest accepted measured/expected ratio.
@@ -218,6 +227,38 @@ def write_results(results_dir, result):
     return [base + ".json", base + ".md"] + files, summary
 
 
+# Calibrated runs (a stand-in baseline, bm.wants_calibration): how many calibration + measurement pairs a gate
+# miss may take. On a shared 2-core machine the 8-stream rate of the CPU stand-in moved by 2x between two runs a
+# few seconds apart while a neighbour's load changed (1,016 vs 2,145 tok/s measured here), so a miss is measured
+# once more, calibration included, before it counts; a server slower in every measurement than in its
+# calibration still fails. Every pair is kept in the result (sparkfleet.calibration_attempts).
+CALIBRATION_ATTEMPTS = 2
+
+
+def run_calibrated(client, p):
+    """Calibrate on this server with the measured run's own shape, then measure and gate; once more on a miss."""
+    attempts, warmup = [], p["warmup"]
+    for _attempt in range(CALIBRATION_ATTEMPTS):
+        calibration = bench_run.run_standard(client, p["output_tokens"], warmup, p["streams"])[br.ADDITIONS_KEY]
+        baseline = bm.calibrated_baseline(calibration, p["output_tokens"], (p["baseline"] or {}).get("source"))
+        result = bench_run.run_standard(client, p["output_tokens"], 0, p["streams"])
+        extra = result[br.ADDITIONS_KEY]
+        extra["gate"] = bm.gate(bm.gated_figures(extra), baseline, p["min_ratio"])
+        attempts.append({"calibration": bm.gated_figures(calibration), "measured": bm.gated_figures(extra),
+                         "passed": extra["gate"]["passed"]})
+        warmup = 0  # the first calibration warmed the server up
+        if extra["gate"]["passed"]:
+            break
+    if len(attempts) > 1:
+        extra["gate"]["message"] += "; calibrated and measured %d times, the last counts" % len(attempts)
+    extra["baseline"] = baseline
+    extra["calibration"] = {key: calibration[key] for key in (
+        "single_stream_tok_s", "aggregate_8_tok_s", "aggregate_streams", "single_stream_runs")}
+    extra["calibration_attempts"] = attempts
+    extra["failures"] = ["calibration: %s" % f for f in calibration["failures"]] + extra["failures"]
+    return result
+
+
 # `mode` choices and default repeat the catalog's bench_modes / defaults.bench_mode: a module runs where the
 # catalog is not, so a unit test (tests/unit/plugins/modules/test_throughput.py) keeps them equal.
 MODES = ("standard", "sweep", "load")
@@ -250,11 +291,13 @@ def main():
         module.exit_json(changed=False, files=[], msg="check mode: no requests sent")
     client = bench_run.Client(p["url"], p["model"], api_key=p["api_key"], timeout=p["timeout"], api=p["api"])
     if p["mode"] == "standard":
-        result = bench_run.run_standard(client, p["output_tokens"], p["warmup"], p["streams"])
-        extra = result[br.ADDITIONS_KEY]
-        measured = {"single_stream_tok_s": extra["single_stream_tok_s"], "aggregate_8_tok_s": extra["aggregate_8_tok_s"]}
-        extra["gate"] = bm.gate(measured, p["baseline"], p["min_ratio"])
-        extra["baseline"] = p["baseline"]
+        if bm.wants_calibration(p["baseline"]):
+            result = run_calibrated(client, p)
+        else:
+            result = bench_run.run_standard(client, p["output_tokens"], p["warmup"], p["streams"])
+            extra = result[br.ADDITIONS_KEY]
+            extra["gate"] = bm.gate(bm.gated_figures(extra), p["baseline"], p["min_ratio"])
+            extra["baseline"] = p["baseline"]
     elif p["mode"] == "sweep":
         result = bench_run.run_sweep(client, p["concurrency"], p["prompt_tokens"], p["output_tokens"], p["warmup"])
     else:

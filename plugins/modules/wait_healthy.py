@@ -33,7 +33,10 @@ options:
     type: str
     required: true
   api_key:
-    description: API key, sent as a bearer token on C(/v1/models) and the completion.
+    description:
+      - API key, sent as a bearer token on C(/v1/models) and the completion.
+      - When omitted, the action plugin takes the secrets contract's key on the controller, C(vllm_api_key) (else the
+        controller's C(VLLM_API_KEY)), so playbooks never pass it as a task argument, which task banners print.
     type: str
   timeout:
     description: Seconds to wait before giving up.

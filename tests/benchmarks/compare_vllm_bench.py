@@ -11,7 +11,7 @@ eight fixed prompts; vLLM's client uses random prompts of similar length
 (its `custom` dataset needs pandas, which the CPU build does not ship).
 
 By default it starts a stand-in server: vLLM's CPU build with the 2-layer
-random Llama model (tests/integration/tiny_model_standin.py), not Gemma 4.
+random Llama model (the weights role's sparkfleet/tiny-random-llama), not Gemma 4.
 
     .venv/bin/python tests/benchmarks/compare_vllm_bench.py [--url http://127.0.0.1:8000 --model tiny]
         [--tokens 1024] [--rounds 3]
@@ -45,9 +45,11 @@ BENCH = ("import sys\nfrom vllm.benchmarks.serve import add_cli_args, main\n"
 
 
 def start_standin(workdir):
-    model = workdir / "tiny-random-llama"
-    subprocess.run([str(VLLM_PY), str(REPO / "tests/integration/tiny_model_standin.py"), str(model)], check=True,
-                   capture_output=True)
+    # The weights role's stand-in model (the one `make demo` serves), generated into a private cache.
+    sys.path.insert(0, str(REPO / "tests" / "integration"))
+    from conftest import generate_stand_in_weights  # noqa: PLC0415 - the test plumbing, only when a server is needed
+
+    model = generate_stand_in_weights(workdir / "hf")
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]

@@ -167,7 +167,13 @@ def test_cut_link_is_named_within_a_minute(ray_cluster):
             time.sleep(3)
         elapsed = time.time() - started
         assert check.returncode != 0 and "sim-4 (172.29.47.14)" in check.stdout, check.stdout
-        assert elapsed < 60, "Ray named the cut node after %.0f s" % elapsed
+        # The promise (docs/reliability.md) is "within a minute". Ray's own window is the role's health-check
+        # period times its failure threshold (16 s by default); the minute leaves room for one 3 s poll and the
+        # ansible call on a loaded machine, and a Ray that stopped health-checking would never name the node.
+        health = yaml.safe_load((REPO / "roles/vllm_cluster/defaults/main.yml").read_text())["vllm_cluster_ray_health_check"]
+        window_s = int(health["RAY_health_check_period_ms"]) * int(health["RAY_health_check_failure_threshold"]) / 1000
+        assert window_s * 3 <= 60, "the role's Ray health-check window (%.0f s) leaves no margin in a minute" % window_s
+        assert elapsed < 60, "Ray named the cut node after %.0f s (its window is %.0f s)" % (elapsed, window_s)
         TIMINGS["link cut named by ray_cluster after s"] = [round(elapsed, 1)]
         cut_named = round(elapsed, 1)
         # A re-run cannot reach the node and says which one.

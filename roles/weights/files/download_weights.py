@@ -2,9 +2,11 @@
 
 Uses huggingface_hub.snapshot_download, which resumes partial files and skips
 complete ones, so an interrupted multi-gigabyte download continues where it
-stopped. The token comes only from the HF_TOKEN environment variable (never an
-argument, so it cannot appear in `ps`). With a pinned revision (a commit) that
-is complete in the cache, nothing is fetched.
+stopped. The token comes from the file HF_TOKEN_PATH names (huggingface_hub's
+own variable; the weights role writes it 0600 and removes it afterwards), else
+from huggingface_hub's usual places; never from an argument, so it cannot
+appear in `ps`. With a pinned revision (a commit) that is complete in the
+cache, nothing is fetched.
 
 Prints one JSON line: {"changed": bool, "snapshot": path, "revision": rev}.
 --dry-run prints the snapshot_download arguments instead (token redacted).
@@ -49,12 +51,21 @@ def download_kwargs(args, token):
     return kwargs
 
 
+def read_token(environ):
+    """The token in the file HF_TOKEN_PATH names (it wins over an inherited HF_TOKEN), else HF_TOKEN, else ''."""
+    path = environ.get("HF_TOKEN_PATH", "")
+    if path:
+        with open(path) as handle:
+            return handle.read().strip()
+    return environ.get("HF_TOKEN", "")
+
+
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    token = os.environ.get("HF_TOKEN", "")
+    token = read_token(os.environ)
     if args.gated and not token:
-        sys.stderr.write("%s is gated: export HF_TOKEN (a token whose account accepted the model's licence) "
-                         "on the controller before running the playbook\n" % args.repo_id)
+        sys.stderr.write("%s is gated and no token reached the download: set vllm_hf_token (from a vault) or export "
+                         "HF_TOKEN on the controller (a token whose account accepted the model's licence)\n" % args.repo_id)
         return 2
     kwargs = download_kwargs(args, token)
     if args.dry_run:

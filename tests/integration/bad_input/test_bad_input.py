@@ -219,6 +219,58 @@ CASES = [
          "vllm_env carries HF_TOKEN", "set vllm_api_key (or HF_TOKEN in the controller's environment) instead"),
     plan("vllm-env-bad-name", "rtx5090", {"vllm_env": {"NCCL DEBUG": "INFO"}},
          "vllm_env has 'NCCL DEBUG'", "use letters, digits and underscores"),
+    # --- guards read flags and env names the way vLLM does (issue 13): every bypass spelling ----------------
+    plan("guard-api-key-underscore", "rtx_pro_6000", {"vllm_extra_args": ["--api_key", "sk-bad-input-0001"]},
+         "vllm_extra_args must not set --api-key (given as --api_key)", "set vllm_api_key instead"),
+    plan("guard-api-key-equals", "rtx_pro_6000", {"vllm_extra_args": ["--api-key=sk-bad-input-0002"]},
+         "vllm_extra_args must not set --api-key: it carries a credential", "set vllm_api_key instead"),
+    plan("guard-api-key-abbreviated", "rtx_pro_6000", {"vllm_extra_args": ["--api-ke", "sk-bad-input-0003"]},
+         "vllm_extra_args must not set --api-key (given as --api-ke)", "drop --api-ke from vllm_extra_args"),
+    plan("guard-hf-token-underscore-equals", "spark1", {"vllm_extra_args": ["--hf_token=hf_bad_input_0004"]},
+         "vllm_extra_args must not set --hf-token (given as --hf_token)", "set HF_TOKEN in the controller's environment"),
+    plan("guard-tensor-parallel-alias", "spark2", {"vllm_extra_args": ["-tp", "4"]},
+         "vllm_extra_args must not set --tensor-parallel-size (given as -tp)", "the size of the vllm_cluster group"),
+    plan("guard-tensor-parallel-underscore-equals", "spark4", {"vllm_extra_args": ["--tensor_parallel_size=4"]},
+         "vllm_extra_args must not set --tensor-parallel-size (given as --tensor_parallel_size)",
+         "drop --tensor_parallel_size from vllm_extra_args"),
+    plan("guard-speculative-config-dotted-alias", "rtx_pro_6000", {"vllm_extra_args": ["-sc.model", "x/y"]},
+         "vllm_extra_args must not set --speculative-config (given as -sc.model)", "the planner sets it from vllm_drafter"),
+    plan("guard-config-file", "rtx_pro_6000", {"vllm_extra_args": ["--config", "f.yaml"]},
+         "vllm_extra_args must not set --config", "pass each flag in vllm_extra_args instead"),
+    plan("guard-profiler-config", "rtx_pro_6000",
+         {"vllm_extra_args": ["--profiler-config", '{"profiler": "torch", "torch_profiler_dir": "/tmp/p"}']},
+         "vllm_extra_args must not set --profiler-config", "registers /start_profile and /stop_profile",
+         "vllm_allow_dev_mode=true"),
+    plan("guard-profiler-config-dotted-underscore", "spark1", {"vllm_extra_args": ["--profiler_config.profiler", "torch"]},
+         "must not set --profiler-config (given as --profiler_config.profiler)", "vllm_allow_dev_mode=true"),
+    plan("guard-uvicorn-trace", "rtx_pro_6000", {"vllm_extra_args": ["--uvicorn-log-level", "trace"]},
+         "vllm_extra_args must not set --uvicorn-log-level trace", "remove it from vllm_extra_args", "vllm_allow_dev_mode=true"),
+    plan("guard-uvicorn-trace-abbreviated", "rtx_pro_6000", {"vllm_extra_args": ["--uvicorn_log=trace"]},
+         "must not set --uvicorn-log-level (given as --uvicorn_log) trace", "vllm_allow_dev_mode=true"),
+    plan("guard-grpc-without-key", "rtx_pro_6000", {"vllm_extra_args": ["--grpc"]},
+         "vllm_extra_args must not set --grpc", "checks no API key", "vllm_allow_dev_mode=true"),
+    plan("guard-secret-name-in-vllm-env", "rtx_pro_6000", {"vllm_env": {"OPENAI_API_KEY": "sk-bad-input-0005"}},
+         "vllm_env carries OPENAI_API_KEY, a secret-looking name (*_KEY", "remove it from vllm_env"),
+    plan("guard-secret-name-in-native-env", "local", {"vllm_native_env": {"GITHUB_TOKEN": "ghp_bad_input_0006"}},
+         "vllm_native_env carries GITHUB_TOKEN, a secret-looking name (*TOKEN*", "remove it from vllm_native_env"),
+    plan("guard-ray-auth-off-in-cluster-env", "spark2", {"vllm_cluster_extra_env": {"RAY_AUTH_MODE": "disabled"}},
+         "vllm_cluster_extra_env carries RAY_AUTH_MODE", "Ray's token authentication is set only by vllm_cluster_ray_auth"),
+    plan("guard-password-in-cluster-env", "spark4", {"vllm_cluster_extra_env": {"DB_PASSWORD": "bad-input-0007"}},
+         "vllm_cluster_extra_env carries DB_PASSWORD", "remove it from vllm_cluster_extra_env"),
+    plan("guard-ray-auth-in-health-check", "spark2", {"vllm_cluster_ray_health_check": {"RAY_AUTH_MODE": "disabled"}},
+         "vllm_cluster_ray_health_check carries RAY_AUTH_MODE", "vllm_cluster_ray_auth"),
+    plan("guard-cluster-link-ip-duplicate", "spark2", {"vllm_cluster_link_ip": "192.0.2.101"},
+         "vllm_cluster_link_ip 192.0.2.101 is set for both spark-01 and spark-02",
+         "set vllm_cluster_link_ip on each host of the vllm_cluster group"),
+    plan("guard-api-port-in-ray-worker-range", "spark2", {"vllm_port": 12000},
+         "vllm_port 12000 is inside the cluster's pinned port range 10002-19999 (Ray's worker ports)", "set vllm_port outside"),
+    plan("guard-api-port-on-master-port", "spark4", {"vllm_executor": "mp", "vllm_port": 29501},
+         "vllm_port 29501 is inside the cluster's pinned port range 29500-29510", "set vllm_port outside"),
+    plan("guard-host-in-both-groups", "both_groups", {}, "host spark-01 is listed in both vllm_single and vllm_cluster",
+         "remove spark-01 from one of the two groups"),
+    plan("guard-api-key-non-ascii", "spark1", {"vllm_api_key": "sk-caf\u00e9-input-0008"},
+         "vllm_api_key has characters an env file or systemd would not carry unchanged: U+00E9",
+         "use only printable ASCII without whitespace"),
 ]
 
 # Refusals the roles do not make today; their fixes live in files this suite's owner does not own.
@@ -270,6 +322,8 @@ def write_inventories(root):
     inventories = {
         "triple": {"all": {"children": {"vllm_cluster": {"hosts": spark_hosts(3), "vars": {"vllm_profile": "dgx_spark"}}}}},
         "pro_pair": {"all": {"children": {"vllm_cluster": {"hosts": spark_hosts(2), "vars": {"vllm_profile": "rtx_pro_6000"}}}}},
+        "both_groups": {"all": {"vars": {"vllm_profile": "dgx_spark"}, "children": {
+            "vllm_cluster": {"hosts": spark_hosts(2)}, "vllm_single": {"hosts": {"spark-01": {}}}}}},
         "local_pair": {"all": {
             "vars": {
                 "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
@@ -349,12 +403,15 @@ def outcomes(tmp_path_factory, request):
     """Run every case once (three at a time), report the count and the time in the terminal summary."""
     require(tool("ansible-playbook"), "ansible-playbook (run `make venv`)")
     inventories = write_inventories(tmp_path_factory.mktemp("bad-input-inventories"))
+    # Only the cases this session selected (-k): a run of a few must not run every playbook.
+    chosen = {i.callspec.params["item"].id for i in request.session.items
+              if hasattr(i, "callspec") and "item" in i.callspec.params}
     started = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        futures = {item.id: pool.submit(run_case, item, inventories) for item in ACTIVE}
+        futures = {item.id: pool.submit(run_case, item, inventories) for item in ACTIVE if item.id in chosen}
         results = {key: future.result() for key, future in futures.items()}
     total = time.monotonic() - started
-    request.config.pluginmanager.register(_Summary(len(ACTIVE), len(PENDING_CASES), total), "sparkfleet-bad-input-summary")
+    request.config.pluginmanager.register(_Summary(len(futures), len(PENDING_CASES), total), "sparkfleet-bad-input-summary")
     # A case the roles failed to refuse may have started this suite's own server: stop it.
     if pathlib.Path("/run/%s.pid" % LOCAL_SERVICE).exists():
         subprocess.run([tool("ansible-playbook"), str(REPO / "playbooks/stop.yml"), "-i", str(REPO / "inventories/local"),

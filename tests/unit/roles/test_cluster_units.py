@@ -9,8 +9,12 @@ exact argv of its node's plan. The native runtime (the simulated cluster's
 stand-in) is rendered from inventories/sim4 and must carry the same
 environment and ordering.
 """
+import concurrent.futures
 import json
+import os
 import shlex
+import stat
+import subprocess
 
 import pytest
 import yaml
@@ -82,9 +86,13 @@ def rendered(tmp_path_factory):
         for executor in ("ray", "mp"):
             combos = valid_combos(nodes, executor)
             assert len(combos) >= 5, "the planner accepted only %s on %d nodes" % (combos, nodes)
-            where = tmp_path_factory.mktemp("units-%d-%s" % (nodes, executor))
-            render(where, "spark%d" % nodes, executor, combos)
-            out[(nodes, executor)] = (where, combos)
+            out[(nodes, executor)] = (tmp_path_factory.mktemp("units-%d-%s" % (nodes, executor)), combos)
+    # Four independent ansible-playbook runs (the tier's costliest set-up): two at a time on two cores.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        jobs = [pool.submit(render, where, "spark%d" % nodes, executor, combos)
+                for (nodes, executor), (where, combos) in out.items()]
+        for job in jobs:
+            job.result()
     return out
 
 
@@ -111,7 +119,7 @@ def test_container_units_carry_flags_env_and_plan(rendered, nodes, executor):
                 assert env["NCCL_IB_HCA"] == "rocep1s0f1" and env["UCX_NET_DEVICES"] == "rocep1s0f1:1"
                 assert env["RAY_memory_monitor_refresh_ms"] == "0"
                 assert "StartLimitBurst=5" in unit and "Restart=on-failure" in unit
-                assert "HF_TOKEN" not in unit and "VLLM_API_KEY=" not in unit
+                assert "HF_TOKEN=" not in unit and "VLLM_API_KEY=" not in unit  # names only (--env=NAME)
                 assert "EnvironmentFile=-/etc/vllm-cluster/secret.env" in unit
             if executor == "ray":
                 (ray_start,) = exec_words(units["vllm-cluster-ray.service"])
@@ -177,3 +185,46 @@ def test_native_runtime_is_the_same_group(tmp_path):
             assert "--headless" in exec_words(worker_unit)[0]
             plan = json.loads((worker / "plan.json").read_text())
             assert yaml.safe_load(json.dumps(plan))["node_role"] == "worker"
+
+
+def test_secret_env_holds_the_plans_names_from_the_vaulted_variables(tmp_path):
+    """The operator's way: key and token only in an Ansible Vault vars file, a decoy in the controller's environment.
+
+    Each node's secret.env (the preview renders it 0600 when asked) must hold exactly its plan's secret_env names,
+    with the vault's values read back unchanged by the same double-quote rules systemd's EnvironmentFile= uses
+    (bash sources them alike); the decoy must appear nowhere; a container gets each secret by name only.
+    """
+    # The planner refuses whitespace in a key (rule api-key); every other printable character is here.
+    key, token, decoy = "k$y'q\"\\#x`$(id)", "hf_vault_token_%s" % tmp_path.name, "decoy-from-the-environment"
+    vars_file, password_file = tmp_path / "secrets.yml", tmp_path / "vault-password"
+    vars_file.write_text(yaml.safe_dump({"vllm_api_key": key, "vllm_hf_token": token}))
+    password_file.write_text("test-vault-password\n")
+    run([tool("ansible-vault"), "encrypt", "--vault-password-file", str(password_file), str(vars_file)])
+    assert key not in vars_file.read_text()
+    combo = [c for c in valid_combos(2, "ray") if c["drafter"] == "none"][:1]
+    env = dict(os.environ, VLLM_API_KEY=decoy, HF_TOKEN=decoy)
+    run([tool("ansible-playbook"), "-c", "local", "-i", str(REPO / "inventories/spark2"),
+         str(REPO / "tests/unit/roles/render_cluster_units.yml"), "--vault-password-file", str(password_file),
+         "-e", "@%s" % vars_file,
+         "-e", json.dumps({"combos": combo, "render_dir": str(tmp_path / "units"), "vllm_executor": "ray",
+                           "vllm_cluster_render_secrets": True})], env=env, timeout=600)
+    for host in ("spark-01", "spark-02"):
+        base = tmp_path / "units" / combo[0]["name"] / host
+        plan = json.loads((base / "plan.json").read_text())
+        assert sorted(plan["secret_env"]) == ["HF_TOKEN", "VLLM_API_KEY"], plan["secret_env"]
+        secret_file = base / "secret.env"
+        assert stat.S_IMODE(secret_file.stat().st_mode) == 0o600
+        text = secret_file.read_text()
+        names = [line.split("=", 1)[0] for line in text.splitlines() if line and not line.startswith("#")]
+        assert sorted(names) == sorted(plan["secret_env"]), text
+        assert decoy not in text
+        script = "set -a; . %s; printf '%%s\\0%%s' \"$VLLM_API_KEY\" \"$HF_TOKEN\"" % shlex.quote(str(secret_file))
+        read_back = subprocess.run(["bash", "-c", script], capture_output=True, check=True, env={"PATH": "/usr/bin:/bin"})
+        assert read_back.stdout.decode().split("\0") == [key, token]
+        for unit in base.glob("*.service"):
+            unit_text = unit.read_text()
+            assert decoy not in unit_text and key not in unit_text and token not in unit_text
+            assert "--env-file" not in unit_text, "docker's --env-file would not unquote secret.env"
+            if "docker run" in unit_text:
+                words = exec_words(unit_text)[0]
+                assert {"--env=VLLM_API_KEY", "--env=HF_TOKEN"} <= set(words), words

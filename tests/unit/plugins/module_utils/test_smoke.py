@@ -226,3 +226,43 @@ def test_resolve_misses_forms_and_errors():
         smoke.resolve_misses({"speling": ["x"]})
     with pytest.raises(cat.CatalogError):
         smoke.resolve_misses({"vision": [{"miss": "reads_llm", "when": {"gpus": [1]}}]}, {})
+
+
+# --- auth: the key the plan promises is enforced ------------------------------------------------------------
+
+
+def refused():
+    return oc.Response(status=401, body={"error": "Unauthorized"}, text='{"error": "Unauthorized"}')
+
+
+def test_auth_joins_whenever_a_key_is_given_and_needs_one():
+    assert smoke.select_checks(["chat"], api_key=True) == ["auth", "chat"]
+    assert smoke.select_checks(["chat"]) == ["chat"]
+    with pytest.raises(ValueError, match="auth check needs the API key"):
+        smoke.select_checks(["auth"])
+
+
+def test_auth_sends_no_key_a_wrong_key_then_the_key():
+    labels = [label for label, _body in smoke.build_requests("auth", "m")]
+    assert [smoke.key_for(label, "the-key") for label in labels] == [None, smoke.WRONG_KEY, "the-key"]
+    assert smoke.key_for("chat", "the-key") == "the-key"
+    assert smoke.key_for("wrong_key", smoke.WRONG_KEY) != smoke.WRONG_KEY
+
+
+def test_auth_passes_when_the_server_refuses_without_the_key():
+    result = smoke.grade("auth", exchanges("auth", [refused(), refused(), answer("hi")]))
+    assert result["status"] == "passed", result
+
+
+@pytest.mark.parametrize("open_at", [0, 1])
+def test_auth_fails_on_an_open_server(open_at):
+    responses = [refused(), refused(), answer("hi")]
+    responses[open_at] = answer("hi")
+    result = smoke.grade("auth", exchanges("auth", responses))
+    assert result["status"] == "failed"
+    assert "instead of 401: the server does not enforce the API key" in result["reason"]
+
+
+def test_auth_fails_when_the_key_itself_is_refused():
+    result = smoke.grade("auth", exchanges("auth", [refused(), refused(), refused()]))
+    assert result["status"] == "failed" and "with_key: HTTP 401" in result["reason"], result

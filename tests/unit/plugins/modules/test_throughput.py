@@ -47,6 +47,61 @@ def test_gate_fails_on_a_high_baseline_and_passes_on_a_low_one(source):
     assert kind == "exit" and res["gate"]["passed"] and res["gate"]["gated"]
 
 
+def test_a_stand_in_baseline_is_calibrated_on_the_server_first(source):
+    """The catalog's CPU stand-in row: no figures, calibrate=true; the module measures first and gates on that."""
+    # A floor of 0.5: the fake source shares this process's CPU with the client, so two runs of the same speed can
+    # differ by more than 10% on a loaded machine; the slower-server test below covers the gate's failing side.
+    args = {"url": source.url, "model": "fake", "output_tokens": 64, "warmup": 0, "min_ratio": 0.5,
+            "baseline": {"calibrate": True, "single_stream_tok_s": None, "source": "catalog: CPU stand-in"}}
+    kind, res = run_module(throughput, args)
+    assert kind == "exit", res
+    gate, extra = res["gate"], res["result"]["sparkfleet"]
+    assert gate["gated"] and gate["passed"] and "calibrated on this machine in this run" in gate["message"]
+    calibration = extra["calibration"]
+    # Calibration uses the same method and requests; the gate compares with it.
+    assert extra["baseline"]["calibration_output_tokens"] == 64 and extra["baseline"]["catalog_source"] == "catalog: CPU stand-in"
+    assert [c["expected"] for c in gate["checks"]] == [calibration["single_stream_tok_s"], calibration["aggregate_8_tok_s"]]
+    # 8 single-stream + 8 concurrent requests for the calibration, the same again measured; one pair, as it passed.
+    assert len(source.requests) == 32
+    assert len(calibration["single_stream_runs"]) == 8 and [a["passed"] for a in extra["calibration_attempts"]] == [True]
+
+
+def _paced(source, monkeypatch, delays):
+    """Run each standard run (calibration, measurement, calibration, ...) at the next step delay in `delays`."""
+    original, calls = bench_run.run_standard, []
+
+    def paced(client, output_tokens, warmup, streams, **kw):
+        source.step_delay = delays[len(calls)]
+        calls.append(output_tokens)
+        return original(client, output_tokens, warmup, streams, **kw)
+    monkeypatch.setattr(bench_run, "run_standard", paced)
+    return calls
+
+
+def test_a_calibrated_gate_fails_when_every_measured_run_is_slower(source, monkeypatch):
+    # 40x slower steps in each measured run than in the calibration before it: the retry cannot rescue it.
+    calls = _paced(source, monkeypatch, [0.0005, 0.02, 0.0005, 0.02])
+    kind, res = run_module(throughput, {"url": source.url, "model": "fake", "output_tokens": 16, "warmup": 0,
+                                        "baseline": {"calibrate": True}})
+    assert calls == [16, 16, 16, 16]
+    assert kind == "fail" and "below baseline" in res["msg"] and "calibrated on this machine" in res["msg"], res["msg"]
+    assert "measured 2 times" in res["msg"]
+    attempts = res["result"]["sparkfleet"]["calibration_attempts"]
+    assert [a["passed"] for a in attempts] == [False, False]
+
+
+def test_a_calibrated_gate_measures_a_miss_once_more(source, monkeypatch):
+    # One slow measured run (a neighbour's burst), then the server's own pace: the second pair passes.
+    calls = _paced(source, monkeypatch, [0.0005, 0.02, 0.0005, 0.0005])
+    kind, res = run_module(throughput, {"url": source.url, "model": "fake", "output_tokens": 16, "warmup": 0,
+                                        "baseline": {"calibrate": True}, "min_ratio": 0.5})
+    assert calls == [16, 16, 16, 16]
+    assert kind == "exit", res
+    attempts = res["result"]["sparkfleet"]["calibration_attempts"]
+    assert [a["passed"] for a in attempts] == [False, True] and res["gate"]["passed"]
+    assert attempts[0]["measured"]["single_stream_tok_s"] < attempts[0]["calibration"]["single_stream_tok_s"] / 5
+
+
 def test_mid_stream_failures_fail_the_run(monkeypatch, source):
     original = bench_run.Client.payload
 

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# make test: the six tiers in two lanes that run side by side.
+#
+# Why two lanes: vLLM's CPU build binds its engine to core 0 and leaves the
+# other core to everything else (its log: "reserved_cpus=[1]"), so the tiers
+# that serve the stand-in on this machine keep a 2-core machine only 50-55%
+# busy for most of their time (sampled every 10 s through the integration
+# tier). The other tiers — lint, unit, Molecule and the simulated cluster —
+# are busy on the CPU the whole time. Each lane gets about one core:
+#
+#   serve lane:   integration, awx             (stand-in engines on core 0, vLLM's default)
+#   build lane:   lint, unit, molecule, cluster (cluster engines on core 1: SPARKFLEET_STANDIN_CPUS=1)
+#
+# The simulated cluster's engines are bound to core 1 through the variable an
+# operator would use (vllm_cluster_extra_env in inventories/sim4); left to
+# vLLM's default they would share core 0 with the serve lane's. Molecule runs
+# its scenarios one at a time here (two at a time when run alone). Every tier
+# is the same pytest run as `make test-<tier>`; nothing is left out.
+#
+# The lanes share nothing a test asserts on: different ports, service names,
+# Docker networks and container names (see each tier's module docstring).
+# Shared prerequisites (the controller venv, the vLLM CPU environment, the
+# systemd image) are built once before either lane starts, side by side.
+#
+# Usage: tests/harness/lanes.sh            (what `make test` runs)
+#   SPARKFLEET_TEST_LANES=1                run the tiers one after another instead
+# Output: every line is prefixed with its lane; each lane's full log is also
+# written to tests/output/lanes/<lane>.log.
+set -uo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$REPO"
+MAKE_CMD=("${MAKE:-make}" --no-print-directory)
+SERVE_LANE=(test-integration test-awx)
+BUILD_LANE=(lint test-unit test-molecule test-cluster)
+LOG_DIR="$REPO/tests/output/lanes"
+mkdir -p "$LOG_DIR"
+
+log() { printf 'lanes: %s\n' "$*"; }
+
+run_lane() {
+  local name="$1" started=$SECONDS target
+  shift
+  for target in "$@"; do
+    if ! "${MAKE_CMD[@]}" "$target"; then
+      log "$name lane: $target FAILED after $((SECONDS - started)) s"
+      return 1
+    fi
+  done
+  log "$name lane: passed in $((SECONDS - started)) s"
+}
+
+started=$SECONDS
+if [[ "${SPARKFLEET_TEST_LANES:-2}" == "1" ]]; then
+  run_lane serial lint test-unit test-integration test-molecule test-cluster test-awx
+  exit $?
+fi
+
+# Shared prerequisites, built once (each does nothing when its result is current; each tier's own fixture
+# still converges and checks them, so a tier run alone needs none of this).
+log "prerequisites: controller venv, vLLM CPU environment and the systemd test image, side by side"
+bash tests/harness/vllm-cpu-env.sh >"$LOG_DIR/prepare-vllm.log" 2>&1 &
+vllm_env=$!
+bash tests/harness/docker-up.sh >"$LOG_DIR/prepare-docker.log" 2>&1 &
+docker_up=$!
+prepare_rc=0
+"${MAKE_CMD[@]}" venv >"$LOG_DIR/prepare-venv.log" 2>&1 || { prepare_rc=1; log "make venv failed:"; tail -n 30 "$LOG_DIR/prepare-venv.log"; }
+wait "$vllm_env" || { prepare_rc=1; log "tests/harness/vllm-cpu-env.sh failed:"; tail -n 30 "$LOG_DIR/prepare-vllm.log"; }
+wait "$docker_up" || { prepare_rc=1; log "tests/harness/docker-up.sh failed:"; tail -n 30 "$LOG_DIR/prepare-docker.log"; }
+log "prerequisites done in $((SECONDS - started)) s"
+# A failed prerequisite is not fatal here: the tiers that need it fail with their own message.
+[[ $prepare_rc -eq 0 ]] || log "a prerequisite failed; the tiers that need it will say so"
+
+(run_lane serve "${SERVE_LANE[@]}" 2>&1 | tee "$LOG_DIR/serve.log" | sed -u 's/^/[serve] /'; exit "${PIPESTATUS[0]}") &
+serve=$!
+(export SPARKFLEET_STANDIN_CPUS=1 SPARKFLEET_MOLECULE_WORKERS=1
+ run_lane build "${BUILD_LANE[@]}" 2>&1 | tee "$LOG_DIR/build.log" | sed -u 's/^/[build] /'; exit "${PIPESTATUS[0]}") &
+build=$!
+wait "$serve"; serve_rc=$?
+wait "$build"; build_rc=$?
+log "both lanes done in $((SECONDS - started)) s (serve lane exit $serve_rc, build lane exit $build_rc)"
+
+# The lanes' lines are interleaved, and a CI report keeps only the end of the output: repeat what failed
+# (pytest's short summary of each failed lane, or its last lines when pytest never got that far) last.
+failure_summary() {
+  local name="$1" log_file="$LOG_DIR/$1.log"
+  log "$name lane failed; what it reported:"
+  if grep -q 'short test summary info' "$log_file"; then
+    sed -n '/short test summary info/,$p' "$log_file" | grep -E '^(FAILED|ERROR)|short test summary' | cut -c1-400
+  else
+    tail -n 20 "$log_file"
+  fi
+}
+[[ $serve_rc -eq 0 ]] || failure_summary serve
+[[ $build_rc -eq 0 ]] || failure_summary build
+[[ $serve_rc -eq 0 && $build_rc -eq 0 ]]

@@ -1,0 +1,119 @@
+"""site.yml on a single-node host reached the way operators reach theirs: SSH as an ordinary user, sudo with a password.
+
+tests/harness/operator-host-up.sh makes the host: a systemd container with a login account
+`operator` (key-based SSH, no root login over SSH) whose sudo asks for a password. The password
+exists on the controller only inside an Ansible Vault file; the playbooks get it as
+ansible_become_password (tests/integration/operator_host/group_vars/vllm_single.yml), the way an
+operator keeps theirs (docs/security.md, "Privilege escalation").
+
+Stand-ins, named as such:
+  * a Debian bookworm container (the locally built systemd image, systemd as PID 1) for Ubuntu /
+    DGX OS on a DGX Spark or an RTX workstation;
+  * vLLM's CPU build serving the tiny random Llama (`tiny`) for Gemma 4 on a Blackwell GPU; the
+    host-built .venv-vllm and its interpreter are bind-mounted read-only at the same paths (as the
+    simulated cluster does), so vllm_native_manage_venv is false and the container's /root is made
+    traversable for the `vllm` service account (a real host has a role-built venv under /opt/vllm/venv);
+  * the image has no C++ compiler: eager mode (--enforce-eager, TORCHDYNAMO_DISABLE=1).
+
+Checked: the SSH login is `operator`, and its sudo refuses to run without the password; without the
+vault the first play that changes the host stops at privilege escalation, having changed nothing;
+a read-only play (status) runs without it; with the vault, site.yml (plan, host set-up, weights,
+the native runtime under the host's systemd, health, smoke and the throughput gate) passes; the API
+answers from the controller; the server runs as the `vllm` account, its secret env file is root's
+0600 and the unit is root's.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from conftest import REPO, ansible_env, require, run, tool
+
+INVENTORY = REPO / "tests/integration/operator_host"
+STATE = REPO / "tests/output/operator"
+ADDR = "172.29.48.11"
+LOGIN = "sparkop"
+VAULT = ["-e", "@%s" % (STATE / "become.vault.yml"), "--vault-password-file", str(STATE / "vault-pass")]
+TIMINGS = {}
+
+
+def playbook(name, *args, check=True, timeout=1200):
+    started = time.monotonic()
+    proc = run([tool("ansible-playbook"), "-i", str(INVENTORY), str(REPO / name), *args], env=ansible_env(),
+               timeout=timeout, check=check)
+    TIMINGS.setdefault(name + (" (vault)" if "--vault-password-file" in args else ""), []).append(
+        round(time.monotonic() - started, 1))
+    return proc
+
+
+def ssh(command, timeout=60):
+    return subprocess.run(["ssh", "-q", "-i", str(STATE / "id_ed25519"), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+                           "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=5", "%s@%s" % (LOGIN, ADDR), command],
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def recap(output):
+    return {host: {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", body)}
+            for host, body in re.findall(r"^(\S+)\s+:\s+(ok=.*)$", output, re.M)}
+
+
+@pytest.fixture(scope="module")
+def operator_host(vllm_cpu_venv):
+    require(shutil.which("docker") is not None, "docker client (tests/harness/docker-up.sh installs the engine)")
+    require(tool("ansible-playbook"), "ansible-playbook (run `make venv`)")
+    started = time.monotonic()
+    run(["bash", str(REPO / "tests/harness/operator-host-up.sh")], timeout=1800)
+    TIMINGS["operator-host-up.sh"] = [round(time.monotonic() - started, 1)]
+    yield
+    STATE.mkdir(parents=True, exist_ok=True)
+    (STATE / "timings.json").write_text(json.dumps(TIMINGS, indent=1) + "\n")
+    sys.stderr.write("\noperator host timings: %s\n" % json.dumps(TIMINGS))
+    if os.environ.get("OP_KEEP") != "1":
+        run(["bash", str(REPO / "tests/harness/operator-host-down.sh")], check=False)
+
+
+def test_site_over_ssh_as_a_sudo_user(operator_host):
+    # The login is an ordinary account, and its sudo wants a password.
+    who = ssh("id -un; sudo -n true 2>&1; echo rc=$?")
+    assert who.stdout.splitlines()[0] == LOGIN, who.stdout + who.stderr
+    assert "rc=1" in who.stdout and "password" in who.stdout, "sudo without a password must fail:\n" + who.stdout
+
+    # Without the vault: the first play that changes the host stops at privilege escalation, nothing changed.
+    refused = playbook("playbooks/serve.yml", check=False, timeout=300)
+    text = refused.stdout + refused.stderr
+    assert refused.returncode != 0, text[-3000:]
+    assert "missing sudo password" in text.lower(), text[-3000:]
+    changed = re.findall(r"^TASK \[([^\]]*)\][^\n]*\n(?:(?!TASK \[).*\n)*?changed: ", refused.stdout, re.M)
+    # Only the plan, which the controller writes for itself; nothing on the host.
+    assert all("on the controller" in task for task in changed), changed
+
+    # With the vaulted become password: the whole deploy, as the operator does it.
+    site = playbook("site.yml", *VAULT)
+    assert recap(site.stdout)["op-1"]["failed"] == 0, site.stdout[-4000:]
+
+    # A read-only play needs no sudo (no vault given).
+    status = playbook("playbooks/status.yml", timeout=300)
+    assert "health: healthy" in status.stdout, status.stdout[-3000:]
+
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 8}
+    request = urllib.request.Request("http://%s:8000/v1/chat/completions" % ADDR, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 - test host on a private bridge
+        assert response.status == 200 and json.load(response)["choices"], "no completion"
+
+    # Who owns what on the host: the server as `vllm`, the unit and the secret env file root's.
+    facts = ssh("ps -o user= -p $(systemctl show -p MainPID --value vllm-serve); "
+                "sudo -n true 2>/dev/null; stat -c '%U %a %n' /etc/systemd/system/vllm-serve.service; "
+                "ls -l /etc/sparkfleet/vllm-serve/ | grep -c secret.env")
+    lines = facts.stdout.split("\n")
+    assert lines[0].strip() == "vllm", facts.stdout
+    assert lines[1].startswith("root 644 "), facts.stdout
+    secret = subprocess.run(["docker", "exec", "sparkfleet-op-1", "stat", "-c", "%U %a", "/etc/sparkfleet/vllm-serve/secret.env"],
+                            capture_output=True, text=True, check=False)
+    assert secret.stdout.strip() == "root 600", secret.stdout + secret.stderr
