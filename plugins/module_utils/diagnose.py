@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
 import re
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
@@ -36,6 +37,20 @@ def _compiled(signatures):
     return [(entry, compile_signature(entry)) for entry in signatures]
 
 
+def _fill(text, match):
+    """The entry's text with {name} filled from the pattern's named groups; {fits} is the utilization that fits."""
+    groups = {key: value for key, value in match.groupdict().items() if value is not None}
+    if not groups:
+        return text
+    if "free" in groups and "total" in groups:
+        share = float(groups["free"]) / float(groups["total"]) - 0.02  # the CUDA context takes some
+        groups["fits"] = "%.2f" % max(0.0, math.floor(share * 100) / 100)
+    try:
+        return text.format(**groups)
+    except (KeyError, IndexError, ValueError):
+        return text
+
+
 def diagnose(log_text, signatures=FATAL_SIGNATURES):
     """Every signature found in log_text, in table order, with the matching line.
 
@@ -50,8 +65,8 @@ def diagnose(log_text, signatures=FATAL_SIGNATURES):
             if match:
                 excerpt = line[max(0, match.start() - 120):match.end() + 240].strip()
                 found.append({"id": entry["id"], "title": entry["title"],
-                              "explanation": " ".join(entry["explanation"].split()),
-                              "fix": " ".join((entry.get("fix") or "").split()),
+                              "explanation": _fill(" ".join(entry["explanation"].split()), match),
+                              "fix": _fill(" ".join((entry.get("fix") or "").split()), match),
                               "line": excerpt, "match": match.group(0)})
                 break
     return found

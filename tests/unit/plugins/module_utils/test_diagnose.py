@@ -14,6 +14,18 @@ from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import diagnose
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+# Real engine logs of vLLM 0.25.0's CUDA build on one NVIDIA H200 (tests/fixtures/h200/README.md): manual-* from the
+# first run by hand, the others from tests/harness/device/gpu-run.sh.
+H200 = pathlib.Path(__file__).parents[3] / "fixtures" / "h200"
+H200_LOGS = [
+    ("manual-fail-bad-flag.log", "bad_argument"),
+    ("manual-fail-context-too-long.log", "context_exceeds_model_max"),
+    ("manual-fail-kv-too-small.log", "kv_cache_below_one_request"),
+    ("manual-fail-oom.log", "gpu_memory_in_use"),
+    ("fail-free-memory.log", "gpu_memory_in_use"),
+    ("fail-port-in-use.log", "port_in_use"),
+    ("fail-model-path-missing.log", "model_path_missing"),
+]
 CATALOG = cat.load_catalog()
 SIGNATURES = diagnose.load_signatures(CATALOG)
 
@@ -58,6 +70,25 @@ def test_real_cpu_max_model_len_log():
     assert "User-specified max_model_len (8192)" in found["line"]
 
 
+@pytest.mark.parametrize("name,expected", H200_LOGS)
+def test_real_h200_failure_logs(name, expected):
+    found = diagnose.first_diagnosis((H200 / name).read_text(), SIGNATURES)
+    assert found is not None and found["id"] == expected, (name, found and found["id"])
+    assert "{" not in found["explanation"] + found["fix"], found
+
+
+def test_free_memory_diagnosis_names_what_is_free_and_what_fits():
+    found = diagnose.first_diagnosis((H200 / "fail-free-memory.log").read_text(), SIGNATURES)
+    assert "18.77 of 139.8 GiB" in found["explanation"] and "to 0.11 or less" in found["fix"], found
+    manual = diagnose.first_diagnosis((H200 / "manual-fail-oom.log").read_text(), SIGNATURES)
+    assert "17.7 of 139.8 GiB" in manual["explanation"] and "to 0.10 or less" in manual["fix"], manual
+
+
+@pytest.mark.parametrize("name", ["healthy.log", "manual-healthy.log"])
+def test_real_h200_healthy_logs_have_no_diagnosis(name):
+    assert diagnose.diagnose((H200 / name).read_text(), SIGNATURES) == []
+
+
 def test_specific_cause_wins_over_generic_engine_failure():
     text = ("ERROR RuntimeError: Engine core initialization failed. See root cause above.\n"
             "ERROR torch.OutOfMemoryError: CUDA out of memory.\n")
@@ -88,7 +119,8 @@ def test_every_signature_is_complete():
     for entry in SIGNATURES:
         assert set(entry) == {"id", "patterns", "title", "explanation", "fix"}
     # Every entry is exercised by a real or quoted log line above (the generic one by the ordering test).
-    assert set(ids) == {e for e, _line in NOTES_LINES} | {"bad_argument", "engine_startup_failed"}
+    assert set(ids) == ({e for e, _line in NOTES_LINES} | {e for _name, e in H200_LOGS}
+                        | {"bad_argument", "engine_startup_failed"})
 
 
 def test_figures_in_the_explanations_are_the_catalogs():
