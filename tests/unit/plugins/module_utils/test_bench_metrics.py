@@ -2,6 +2,9 @@
 import pytest
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import bench_metrics as bm
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
+
+CATALOG_BASELINES = cat.baseline_rows(cat.load_catalog())
 
 
 def out(**kw):
@@ -106,6 +109,21 @@ def test_kv_cache_tokens_from_cache_config_info():
     older = bm.parse_prometheus('vllm:cache_config_info{block_size="16",num_gpu_blocks="1000"} 1.0\n')
     assert bm.kv_cache_tokens(older) == 16000
     assert bm.kv_cache_tokens({}) is None
+
+
+def test_gate_on_a_range_baseline_compares_with_its_low_end():
+    """The notes give 31B + DFlash on one Spark as a range; the catalog keeps it as [low, high] (no TypeError)."""
+    row = next(r for r in CATALOG_BASELINES if r["model"] == "31b" and r["drafter"] == "dflash"
+               and int(r["nodes"]) == 1 and isinstance(r.get("single_stream_tok_s"), list)
+               and isinstance(r.get("aggregate_8_tok_s"), list))
+    expected = {"single_stream_tok_s": row["single_stream_tok_s"], "aggregate_8_tok_s": row["aggregate_8_tok_s"]}
+    low, _high = row["single_stream_tok_s"]
+    within = bm.gate({"single_stream_tok_s": low, "aggregate_8_tok_s": row["aggregate_8_tok_s"][0]}, expected, 0.9)
+    assert within["gated"] and within["passed"], within
+    assert "vs expected %.1f-%.1f" % tuple(row["single_stream_tok_s"]) in within["message"]
+    assert within["checks"][0]["expected"] == low and within["checks"][0]["expected_range"] == row["single_stream_tok_s"]
+    slow = bm.gate({"single_stream_tok_s": low * 0.8, "aggregate_8_tok_s": row["aggregate_8_tok_s"][0]}, expected, 0.9)
+    assert slow["gated"] and not slow["passed"] and "of the low end" in slow["message"]
 
 
 def test_gate():
