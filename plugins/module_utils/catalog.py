@@ -319,6 +319,28 @@ def release_key(catalog, release):
     return None
 
 
+def release_below(catalog, version, stand_in=False):
+    """The newest catalog release at or below ``version`` of the same kind (stand-in or not), or None.
+
+    A tag the catalog has never seen is placed between the known releases: the
+    defects of the range it falls in (from that release up to the next known one)
+    apply to it, since a fix is known only from the release that records it.
+    Pre-release entries (``0.27.0.dev0``) never bound a range.
+    """
+    want = version_tuple(version)
+    if want is None:
+        return None
+    best = None
+    for key, entry in catalog["releases"].items():
+        number = str(entry.get("version", ""))
+        if bool(entry.get("stand_in")) != bool(stand_in) or re.search(r"(dev|rc|a|b)\d*$", number):
+            continue
+        have = version_tuple(number)
+        if have is not None and have <= want and (best is None or have > version_tuple(catalog["releases"][best]["version"])):
+            best = key
+    return best
+
+
 def release_at_least(release, minimum):
     have, need = version_tuple(release), version_tuple(minimum)
     if have is None or need is None:

@@ -226,9 +226,9 @@ def _defect_applies(defect, context):
     return cat.conditions_hold(defect.get("when"), context)
 
 
-def _refusing_defects(catalog, release, context):
-    entry = catalog["releases"].get(release) or {}
-    return [d for d in entry.get("defects") or [] if d.get("action") == "refuse" and _defect_applies(d, context)]
+def _refusing_defects(release, context):
+    """The refusing defects of a release entry (a catalog one, or an unknown tag's placed entry) that apply."""
+    return [d for d in (release or {}).get("defects") or [] if d.get("action") == "refuse" and _defect_applies(d, context)]
 
 
 def _working_release(catalog, context):
@@ -240,7 +240,7 @@ def _working_release(catalog, context):
             continue
         if minimum and not cat.release_at_least(key, minimum):
             continue
-        if _refusing_defects(catalog, key, context):
+        if _refusing_defects(entry, context):
             continue
         candidates.append(key)
     candidates.sort(key=cat.version_tuple, reverse=True)
@@ -461,10 +461,14 @@ class _Planner(object):
         self.release_name = cat.release_key(self.catalog, key) or key
         self.release = self.catalog["releases"].get(self.release_name)
         if self.release is None:
-            self.warn("vLLM %s is not in the catalog: its known defects and baselines are unknown, so nothing is gated against "
-                      "it; the catalog knows %s" % (self.release_name, ", ".join(self.plannable())))
+            below = cat.release_below(self.catalog, self.release_name, self.profile.get("stand_in"))
+            inherited = list((self.catalog["releases"][below].get("defects") or []) if below else [])
+            placed = ("it is placed after %s, whose known defects apply until the catalog records this release" % below
+                      if below else "no known release precedes it, so no known defect applies")
+            self.warn("vLLM %s is not in the catalog: %s; it has no baselines, so nothing is gated against it; the catalog "
+                      "knows %s" % (self.release_name, placed, ", ".join(self.plannable())))
             self.release = {"version": self.release_name.lstrip("v"), "image": "vllm/vllm-openai:%s" % self.release_name,
-                            "plannable": True, "defects": []}
+                            "plannable": True, "defects": inherited, "placed_after": below}
         elif not self.release.get("plannable"):
             _refuse("release", "vLLM %s is in the catalog for its measurements only; set vllm_release to one of: %s" % (
                 self.release_name, ", ".join(self.plannable())), "vllm_release", self.release_name)
@@ -520,7 +524,7 @@ class _Planner(object):
                                 if not (self.model_rules.get("refused_drafters") or {}).get(d)]
             return ("%s + %s on %s: %s; set vllm_drafter to one of: %s" % (
                 self.model_name, drafter, self.profile_name, refused, ", ".join(valid)), "profile-drafter")
-        defects = _refusing_defects(self.catalog, self.release_name, self.context(drafter))
+        defects = _refusing_defects(self.release, self.context(drafter))
         if not defects:
             return None
         works = _working_release(self.catalog, self.context(drafter))

@@ -439,6 +439,25 @@ def test_summary(catalog):
     assert any("279.0 tok/s single-stream" in line for line in lines)
 
 
+@pytest.mark.parametrize("tag,placed_after", [("v0.27.1", "v0.27.0"), ("v0.28.0", "v0.27.0"), ("0.26.3", "v0.26.0")])
+def test_an_unknown_tag_takes_the_defects_of_the_range_it_falls_in(catalog, tag, placed_after):
+    """The notes date the 12b's MTP CUDA-graph defect to v0.26.0-v0.27.x (fixed in v0.29.0): v0.27.1 and v0.28.0,
+    which the catalog has never seen, fall in that range, so the 12b + MTP is refused there, not just warned about."""
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, profile="rtx_pro_6000", model="12b", drafter="mtp", release=tag)
+    assert "CUDA graph" in str(err.value) and "v0.29.0" in str(err.value)
+    # MTP on those releases still gets the V2 model runner the range's defect sets.
+    plan = make(catalog, profile="rtx_pro_6000", model="26b-a4b", drafter="mtp", release=tag)
+    assert plan["env"].get("VLLM_USE_V2_MODEL_RUNNER") == "1"
+    assert any("placed after %s" % placed_after in w for w in plan["warnings"]), plan["warnings"]
+
+
+def test_a_tag_between_fixed_releases_keeps_the_fix(catalog):
+    plan = make(catalog, profile="rtx_pro_6000", model="12b", drafter="mtp", release="v0.29.1")
+    assert "VLLM_USE_V2_MODEL_RUNNER" not in plan["env"]
+    assert any("placed after v0.29.0" in w for w in plan["warnings"])
+
+
 def test_unknown_release_warns(catalog):
     plan = make(catalog, profile="rtx_pro_6000", image="vllm/vllm-openai:v0.31.0")
     assert plan["release"] == "v0.31.0" and plan["expected"] is None
