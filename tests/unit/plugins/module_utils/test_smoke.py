@@ -150,7 +150,7 @@ def test_audio_wav_is_valid():
 def test_checks_for_plan():
     tiny = {"model": {"stand_in": True, "vision": False}, "argv": ["sparkfleet/tiny-random-llama"]}
     assert smoke.checks_for_plan(tiny) == ["chat"]
-    gemma = {"model": {"vision": True, "audio": True, "short": "e4b"},
+    gemma = {"model": {"vision": True, "audio": True, "short": "e4b"}, "profile": "rtx_pro_6000",
              "argv": ["x", "--reasoning-parser", "gemma4", "--enable-auto-tool-choice", "--tool-call-parser", "gemma4",
                       "--limit-mm-per-prompt", '{"image": 4, "audio": 1}']}
     assert smoke.checks_for_plan(gemma) == ["chat", "thinking", "tools", "vision", "audio", "accuracy"]
@@ -174,12 +174,20 @@ def test_no_builtin_table_is_left():
 
 def test_catalog_misses_by_model_and_condition():
     assert misses("26b-a4b") == {} and misses("31b") == {}
-    assert misses("12b") == {"accuracy": ["reverse_necessary"], "vision": ["reads_llm"]}
+    rtx = {"profile": "rtx_pro_6000"}
+    assert misses("12b", **rtx) == {"accuracy": ["reverse_necessary"], "vision": ["reads_llm"]}
     # The 12b reads the image right with DFlash on (the notes): then "LLM" is a real failure.
-    assert misses("12b", drafter="dflash") == {"accuracy": ["reverse_necessary"]}
+    assert misses("12b", drafter="dflash", **rtx) == {"accuracy": ["reverse_necessary"]}
     reads_llm = exchanges("vision", [answer("LLM")])
-    assert smoke.grade("vision", reads_llm, misses("12b", drafter="dflash"))["status"] == "failed"
-    assert smoke.grade("vision", reads_llm, misses("12b", drafter="mtp"))["status"] == "expected_miss"
+    assert smoke.grade("vision", reads_llm, misses("12b", drafter="dflash", **rtx))["status"] == "failed"
+    assert smoke.grade("vision", reads_llm, misses("12b", drafter="mtp", **rtx))["status"] == "expected_miss"
+    # On the DGX Spark "chat, auto tool calls, vision and the accuracy check pass on every model" (the notes):
+    # the RTX cards' accuracy and vision misses are real failures there.
+    for model in ("12b", "e4b", "e2b"):
+        spark = misses(model, profile="dgx_spark")
+        assert "accuracy" not in spark and "vision" not in spark, (model, spark)
+        assert misses(model, profile="rtx_5090")["accuracy"] == ["reverse_necessary"]
+    assert smoke.grade("vision", reads_llm, misses("e4b", profile="dgx_spark"))["status"] == "failed"
     # The E4B returns no reasoning everywhere; the E2B only in the DGX Spark notes.
     assert misses("e4b", profile="rtx_5090")["thinking"] == ["no_reasoning"]
     assert misses("e2b", profile="dgx_spark", node_count=2)["thinking"] == ["no_reasoning"]

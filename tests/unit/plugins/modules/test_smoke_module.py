@@ -53,10 +53,13 @@ def test_catalog_misses_passed_as_verify_passes_them(source, monkeypatch):
     monkeypatch.setattr(smoke_module, "run_checks", _wrap(smoke_module.run_checks, reads_llm))
     table = cat.load_catalog()["models"]["12b"]["smoke_expected_misses"]
     base = {"url": source.url, "model": "fake", "checks": ["vision"], "expected_misses": table}
-    kind, res = run_module(smoke_module, dict(base, plan={"model": {"short": "12b"}, "drafter": "mtp"}))
+    rtx = {"model": {"short": "12b"}, "profile": "rtx_5090"}
+    kind, res = run_module(smoke_module, dict(base, plan=dict(rtx, drafter="mtp")))
     assert kind == "exit" and res["counts"]["expected_miss"] == 1 and res["checks"][0]["miss"] == ["reads_llm"]
-    # The notes: the 12b reads the image right with DFlash on, so there "LLM" fails the check.
-    kind, res = run_module(smoke_module, dict(base, plan={"model": {"short": "12b"}, "drafter": "dflash"}))
+    # The notes: the 12b reads the image right with DFlash on, and on the DGX Spark, so there "LLM" fails the check.
+    kind, res = run_module(smoke_module, dict(base, plan=dict(rtx, drafter="dflash")))
+    assert kind == "fail" and res["failed_checks"] == ["vision"]
+    kind, res = run_module(smoke_module, dict(base, plan=dict(rtx, drafter="mtp", profile="dgx_spark")))
     assert kind == "fail" and res["failed_checks"] == ["vision"]
     kind, res = run_module(smoke_module, dict(base, expected_misses={"vison": ["reads_llm"]}))
     assert kind == "fail" and "unknown smoke check vison" in res["msg"]
