@@ -90,7 +90,7 @@ class ActionModule(ActionBase):
             lambda: health.probe(args["url"], args["model"], args["api_key"], args["request_timeout"]),
             timeout=args["timeout"], interval=args["interval"], progress_every=args["progress_interval"],
             process_state=process_state, read_log=read_log, weights_bytes=weights_bytes, emit=emit,
-            signatures=signatures)
+            signatures=signatures, expected_failures=args["expected_failures"], restart_grace=args["restart_grace"])
         outcome = waiter.run()
         ok = outcome.pop("ok")
         result.update(outcome)

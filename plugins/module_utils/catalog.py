@@ -564,9 +564,13 @@ def validate_catalog(catalog):
             problems.append("profiles.%s.default_release %r is not a release" % (name, profile.get("default_release")))
         if profile.get("default_drafter") not in list(drafters) + [DRAFTER_NONE]:
             problems.append("profiles.%s.default_drafter %r is not a drafter" % (name, profile.get("default_drafter")))
-        for model in (profile.get("models") or {}):
+        diagnosis_ids = [d.get("id") for d in catalog.get("diagnostics") or []]
+        for model, rules in (profile.get("models") or {}).items():
             if model not in models:
                 problems.append("profiles.%s.models names unknown model %s" % (name, model))
+            failure = (rules or {}).get("first_start_failure")
+            if failure is not None and failure not in diagnosis_ids:
+                problems.append("profiles.%s.models.%s.first_start_failure %r is not a diagnostics id" % (name, model, failure))
     for name, release in releases.items():
         if version_tuple(release.get("version")) is None:
             problems.append("releases.%s has no version" % name)

@@ -28,6 +28,25 @@ PHASE_HELP = {
 }
 
 
+# vLLM's API server logs its non-default arguments once per start: the line that splits a log into starts, so
+# that a failure a restart policy recovers from is told apart from the same failure again after the restart.
+START_MARKER = re.compile(r"non-default args:")
+
+
+def split_starts(log_text):
+    """The log cut into one piece per server start (the text before the first start belongs to the first)."""
+    text = log_text or ""
+    cuts = [m.start() for m in START_MARKER.finditer(text)]
+    cuts = [0] + [c for c in cuts if c > 0]
+    return [text[a:b] for a, b in zip(cuts, cuts[1:] + [len(text)])]
+
+
+def failed_starts(log_text, diagnosis_id, signatures):
+    """How many starts in the log ended in the diagnosis `diagnosis_id`."""
+    return sum(1 for piece in split_starts(log_text)
+               if any(d["id"] == diagnosis_id for d in diag.diagnose(piece, signatures)))
+
+
 def phase_index(phase):
     return PHASES.index(phase) if phase in PHASES else -1
 
@@ -119,7 +138,7 @@ class Waiter:
 
     def __init__(self, probe, timeout=600, interval=2.0, progress_every=20, process_state=None, read_log=None,
                  weights_bytes=None, emit=None, signatures=diag.FATAL_SIGNATURES, clock=time.monotonic,
-                 sleep=time.sleep, settle_after_exit=5.0):
+                 sleep=time.sleep, settle_after_exit=5.0, expected_failures=(), restart_grace=120.0):
         self.probe = probe
         self.timeout = float(timeout)
         self.interval = float(interval)
@@ -132,6 +151,11 @@ class Waiter:
         self.clock = clock
         self.sleep = sleep
         self.settle_after_exit = settle_after_exit
+        # Diagnoses the plan expects once on a first start (the catalog's first_start_failure): the restart policy
+        # brings the server back, so the first one is waited through, for up to restart_grace s of no process.
+        self.expected_failures = tuple(expected_failures or ())
+        self.restart_grace = float(restart_grace)
+        self.tolerated = None
         self.progress = []
 
     def _result(self, ok, phase, started, message, diagnosis=None, last=None, log_text=""):
@@ -162,8 +186,17 @@ class Waiter:
                 return self._result(False, best, started, last["fatal"], last=last)
             log_text = self.read_log() or ""
             diagnosis = diag.first_diagnosis(log_text, self.signatures)
+            if diagnosis and diagnosis["id"] in self.expected_failures:
+                if failed_starts(log_text, diagnosis["id"], self.signatures) > 1:
+                    return self._result(False, best, started, "the expected first-start failure came back after the "
+                                        "restart: " + diag.describe(diagnosis), diagnosis, last, log_text)
+                diagnosis = self._tolerate(diagnosis, now, elapsed, log_text)
             state = self.process_state()
-            if state is not None and not state.get("running"):
+            restarting = (self.tolerated is not None and not diagnosis
+                          and now - self.tolerated["at"] < self.restart_grace)
+            if state is not None and not state.get("running") and restarting:
+                exited_at = None  # the restart policy brings it back
+            elif state is not None and not state.get("running"):
                 # A process that just exited may still be flushing its last log lines: give it a moment.
                 exited_at = now if exited_at is None else exited_at
                 if diagnosis or now - exited_at >= self.settle_after_exit:
@@ -185,6 +218,18 @@ class Waiter:
                 return self._result(False, best, started, "%s; last answer: %s" % (reason, last.get("detail", "")),
                                     diagnosis, last, log_text)
             self.sleep(min(self.interval, max(0.0, self.timeout - elapsed)))
+
+    def _tolerate(self, diagnosis, now, elapsed, log_text):
+        """Wait through an expected first-start failure once; the diagnosis of anything else in the log, or None."""
+        if self.tolerated is None:
+            self.tolerated = {"id": diagnosis["id"], "at": now}
+            what = (elapsed, diagnosis["id"], diagnosis["title"], self.restart_grace)
+            line = ("expected first-start failure after %ds (%s: %s); waiting for the restart policy to start it again "
+                    "(once, up to %d s without a process)" % what)
+            self.progress.append(line)
+            self.emit(line)
+        others = [s for s in self.signatures if s["id"] not in (diagnosis["id"], "engine_startup_failed")]
+        return diag.first_diagnosis(log_text, others)
 
     def _emit(self, phase, elapsed, last, log_text):
         try:
@@ -294,5 +339,7 @@ ARGUMENT_SPEC = {
     "log_path": {"type": "path"},
     "weights_path": {"type": "path"},
     "request_timeout": {"type": "float", "default": 10.0},
+    "expected_failures": {"type": "list", "elements": "str", "default": []},
+    "restart_grace": {"type": "float", "default": 120.0},
 }
 MUTUALLY_EXCLUSIVE = [["service", "pidfile", "container"]]

@@ -1068,9 +1068,11 @@ class _Planner(object):
         self.check_extra_args()
         self.check_role_envs()
         self.apply_release_defects()
-        if self.model_rules.get("first_start_fails"):
+        self.start_failures = [self.model_rules["first_start_failure"]] if self.model_rules.get("first_start_failure") else []
+        if self.start_failures:
             self.warn("%s on %s: the first start compiles from scratch, gets too little KV cache and exits; the restart "
-                      "(restart policy) loads the compile cache and comes up" % (self.model_name, self.profile_name))
+                      "(restart policy) loads the compile cache and comes up, and wait_healthy waits through it once "
+                      "(%s)" % (self.model_name, self.profile_name, self.start_failures[0]))
         for key, value in (self.profile.get("env") or {}).items():
             self.env[key] = str(value)
             if key == "HF_HUB_OFFLINE":
@@ -1095,6 +1097,7 @@ class _Planner(object):
             "argv": argv,
             "env": dict(sorted(self.env.items())),
             "secret_env": list(self.secret_env),
+            "expected_start_failures": list(self.start_failures),
             "node_role": self.node_role,
             "node_index": self.node_index,
             "node_count": self.node_count,

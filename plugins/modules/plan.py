@@ -288,6 +288,13 @@ plan:
       type: list
       elements: str
       sample: [HF_TOKEN]
+    expected_start_failures:
+      description:
+        - Diagnosis ids a first start of this configuration is expected to end in once (the catalog's
+          C(first_start_failure)); the restart policy brings the server back, and wait_healthy waits through it.
+      type: list
+      elements: str
+      sample: [kv_cache_below_one_request]
     node_role:
       description: V(single), V(head) or V(worker).
       type: str

@@ -70,6 +70,19 @@ options:
     description: Seconds per HTTP probe.
     type: float
     default: 10.0
+  expected_failures:
+    description:
+      - Diagnosis ids (the catalog's C(diagnostics)) that a first start is expected to end in, once; playbooks pass
+        the plan's RV(sparkfleet.vllm.plan#module:plan.expected_start_failures).
+      - The first such failure is waited through (a progress line says so) while the restart policy starts the
+        server again; the same failure after the restart, or no process for O(restart_grace) seconds, fails.
+    type: list
+    elements: str
+    default: []
+  restart_grace:
+    description: Seconds without a running process that an expected first-start failure may take to restart.
+    type: float
+    default: 120.0
 attributes:
   action:
     description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
@@ -189,7 +202,8 @@ def main():
     waiter = health.Waiter(
         lambda: health.probe(p["url"], p["model"], p["api_key"], p["request_timeout"]),
         timeout=p["timeout"], interval=p["interval"], progress_every=p["progress_interval"],
-        process_state=process_state, read_log=read_log, weights_bytes=weights_bytes)
+        process_state=process_state, read_log=read_log, weights_bytes=weights_bytes,
+        expected_failures=p["expected_failures"], restart_grace=p["restart_grace"])
     result = waiter.run()  # carries msg
     ok = result.pop("ok")
     result["changed"] = False

@@ -435,3 +435,11 @@ def test_validation_refuses_a_misused_calibrated_row(catalog, change, problem):
     else:
         group["rows"][0].update(change)
     assert any(problem in p for p in cat.validate_catalog(broken)), cat.validate_catalog(broken)
+
+
+def test_a_first_start_failure_names_a_diagnosis(catalog):
+    """The notes: the 31B's first start on the RTX 5090 runs out of KV cache and the restart comes up."""
+    assert catalog["profiles"]["rtx_5090"]["models"]["31b"]["first_start_failure"] == "kv_cache_below_one_request"
+    broken = copy.deepcopy(catalog)
+    broken["profiles"]["rtx_5090"]["models"]["31b"]["first_start_failure"] = "kv_too_small"
+    assert any("first_start_failure 'kv_too_small' is not a diagnostics id" in p for p in cat.validate_catalog(broken))

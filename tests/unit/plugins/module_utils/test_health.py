@@ -90,6 +90,61 @@ def test_exited_process_without_signature_settles_then_fails():
     assert not result["ok"] and result["diagnosis"] is None and 5 <= result["elapsed"] < 15
 
 
+KV_FAILURE = ("(APIServer pid=1) INFO non-default args: {'model': 'm'}\n"
+              "(EngineCore pid=2) ERROR ValueError: To serve at least one request with the models's max seq len (65536)\n"
+              "(EngineCore pid=2) ValueError: To serve at least one request with the models's max seq len (65536)\n"
+              "(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above.\n")
+RESTART = "(APIServer pid=9) INFO non-default args: {'model': 'm'}\n(APIServer pid=9) INFO Loading weights\n"
+
+
+def _scripted(clock, steps):
+    """read_log / process_state that follow `steps`: [(from_t, log, running)], the last step whose from_t has passed."""
+    def current():
+        return [s for s in steps if clock.now >= s[0]][-1]
+    return (lambda: current()[1]), (lambda: {"running": current()[2], "detail": "up" if current()[2] else "exited 1"})
+
+
+def test_an_expected_first_start_failure_is_waited_through_once():
+    """The notes: the 31B's first start on the RTX 5090 gets too little KV cache, exits, and the restart comes up."""
+    clock = Clock()
+    read_log, state = _scripted(clock, [(0, "", True), (9, KV_FAILURE, False), (30, KV_FAILURE + RESTART, True)])
+    probes = [{"phase": "starting", "detail": "refused"}] * 20 + [{"phase": "ready", "detail": "ok", "served": ["m"]}]
+    w, lines = waiter(probes, clock, interval=3, process_state=state, read_log=read_log,
+                      expected_failures=["kv_cache_below_one_request"])
+    result = w.run()
+    assert result["ok"], result
+    assert any("expected first-start failure" in line and "kv_cache_below_one_request" in line for line in lines)
+
+
+def test_the_expected_failure_again_after_the_restart_fails():
+    clock = Clock()
+    read_log, state = _scripted(clock, [(0, "", True), (9, KV_FAILURE, False), (30, KV_FAILURE + RESTART, True),
+                                        (45, KV_FAILURE + KV_FAILURE.replace("pid=1", "pid=9"), False)])
+    w, _lines = waiter([{"phase": "starting", "detail": "refused"}], clock, interval=3, process_state=state,
+                       read_log=read_log, expected_failures=["kv_cache_below_one_request"])
+    result = w.run()
+    assert not result["ok"] and "came back after the restart" in result["msg"] and 45 <= result["elapsed"] < 60
+    assert result["diagnosis"]["id"] == "kv_cache_below_one_request"
+
+
+def test_an_expected_failure_without_a_restart_fails_after_the_grace():
+    clock = Clock()
+    read_log, state = _scripted(clock, [(0, "", True), (9, KV_FAILURE, False)])
+    w, _lines = waiter([{"phase": "starting", "detail": "refused"}], clock, interval=3, process_state=state,
+                       read_log=read_log, expected_failures=["kv_cache_below_one_request"], restart_grace=60)
+    result = w.run()
+    assert not result["ok"] and "not running" in result["msg"] and 69 <= result["elapsed"] < 90
+
+
+def test_an_unexpected_failure_stays_fatal_at_once():
+    clock = Clock()
+    read_log, state = _scripted(clock, [(0, "", True), (9, KV_FAILURE, False)])
+    w, _lines = waiter([{"phase": "starting", "detail": "refused"}], clock, interval=3, process_state=state,
+                       read_log=read_log)
+    result = w.run()
+    assert not result["ok"] and result["diagnosis"]["id"] == "kv_cache_below_one_request" and result["elapsed"] < 15
+
+
 def test_fatal_log_signature_with_process_still_up():
     clock = Clock()
     w, _lines = waiter([{"phase": "starting", "detail": "refused"}], clock, interval=3,

@@ -458,6 +458,14 @@ def test_a_tag_between_fixed_releases_keeps_the_fix(catalog):
     assert any("placed after v0.29.0" in w for w in plan["warnings"])
 
 
+def test_the_31b_first_start_failure_on_the_5090_is_in_the_plan(catalog):
+    plan = make(catalog, profile="rtx_5090", model="31b", drafter="none")
+    assert plan["expected_start_failures"] == ["kv_cache_below_one_request"]
+    assert any("wait_healthy waits through it once" in w for w in plan["warnings"])
+    assert make(catalog, profile="rtx_5090", model="26b-a4b")["expected_start_failures"] == []
+    assert make(catalog, profile="rtx_pro_6000", model="31b", drafter="none")["expected_start_failures"] == []
+
+
 def test_unknown_release_warns(catalog):
     plan = make(catalog, profile="rtx_pro_6000", image="vllm/vllm-openai:v0.31.0")
     assert plan["release"] == "v0.31.0" and plan["expected"] is None
