@@ -35,6 +35,22 @@ def test_galaxy_metadata():
         assert ignored in galaxy["build_ignore"], "build_ignore lacks %s" % ignored
 
 
+LICENCE = "GPL-3.0-or-later"
+
+
+def test_one_licence_everywhere():
+    """galaxy.yml, LICENSE, every role's metadata and every plugin header state the same licence: the plugins
+    import ansible-core (GPL-3.0-or-later), so the collection cannot be offered under a more permissive one."""
+    assert load(REPO / "galaxy.yml")["license"] == [LICENCE]
+    assert "GNU GENERAL PUBLIC LICENSE" in (REPO / "LICENSE").read_text(encoding="utf-8")[:200]
+    for role in ROLES:
+        assert load(role / "meta/main.yml")["galaxy_info"]["license"] == LICENCE, role.name
+    sources = sorted((REPO / "plugins").rglob("*.py")) + sorted((REPO / "roles").glob("*/files/*.py"))
+    unlicensed = [str(p.relative_to(REPO)) for p in sources
+                  if "SPDX-License-Identifier: %s" % LICENCE not in p.read_text(encoding="utf-8")[:600]]
+    assert not unlicensed, "files without the licence header: %s" % unlicensed
+
+
 def test_requires_ansible_is_a_range():
     runtime = load(REPO / "meta/runtime.yml")
     spec = runtime["requires_ansible"]
