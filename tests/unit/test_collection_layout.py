@@ -51,6 +51,25 @@ def test_one_licence_everywhere():
     assert not unlicensed, "files without the licence header: %s" % unlicensed
 
 
+def _version(text):
+    return tuple(int(part) for part in str(text).split("."))
+
+
+def test_version_is_the_next_release_and_pinned_everywhere():
+    """galaxy.yml names the release the changelog fragments will become: newer than every release in
+    changelogs/changelog.yaml (Galaxy refuses a second, different copy of a version), or equal to the newest one
+    once `make release` has consumed the fragments. The execution environment and AWX pin that version."""
+    version = str(load(REPO / "galaxy.yml")["version"])
+    released = sorted(_version(v) for v in load(REPO / "changelogs/changelog.yaml")["releases"])
+    pending = [p for p in (REPO / "changelogs/fragments").glob("*.y*ml")]
+    if pending:
+        assert _version(version) > released[-1], "fragments pending but galaxy.yml's %s is already released" % version
+    else:
+        assert _version(version) == released[-1], "galaxy.yml's %s is not the newest release" % version
+    assert "sparkfleet-vllm-%s.tar.gz" % version in (REPO / "execution-environment.yml").read_text(encoding="utf-8")
+    assert load(REPO / "awx/vars/main.yml")["awx_ee_image"].endswith(":" + version)
+
+
 def test_requires_ansible_is_a_range():
     runtime = load(REPO / "meta/runtime.yml")
     spec = runtime["requires_ansible"]
