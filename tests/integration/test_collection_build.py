@@ -20,15 +20,27 @@ def installed(tmp_path_factory):
     return tarballs[0], dest / "ansible_collections/sparkfleet/vllm"
 
 
-def test_tarball_leaves_out_tests_and_caches(installed):
+def test_tarball_carries_installed_content_only(installed):
+    """No checkout-only file (ansible.cfg, requirements/dev.txt, tests, the sim4 and local inventories, the AWX
+    admin playbook, caches) ships, and what Galaxy and an installed run need does (tests/tarball_contents.py)."""
+    import yaml
+    from tarball_contents import manifest_version, member_files, problems
+
+    tarball, _path = installed
+    names = member_files(tarball)
+    version = str(yaml.safe_load((REPO / "galaxy.yml").read_text(encoding="utf-8"))["version"])
+    assert not problems(names, version, manifest_version(tarball)), problems(names, version, manifest_version(tarball))
+    assert any(name.startswith("plugins/") for name in names)
+
+
+def test_tarball_declares_only_the_dependencies_installed_content_uses(installed):
+    import json
     import tarfile
 
     tarball, _path = installed
     with tarfile.open(tarball) as archive:
-        names = archive.getnames()
-    for unwanted in ("tests/", ".venv", "molecule/", "__pycache__", ".collections"):
-        assert not any(unwanted in name for name in names), "tarball carries %s" % unwanted
-    assert "MANIFEST.json" in names and any(name.startswith("plugins/") for name in names)
+        manifest = json.load(archive.extractfile("MANIFEST.json"))
+    assert set(manifest["collection_info"]["dependencies"]) == {"community.docker"}
 
 
 def test_installed_collection_resolves_site_and_runs_its_planner(installed):

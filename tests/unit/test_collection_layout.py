@@ -61,7 +61,7 @@ def test_version_is_the_next_release_and_pinned_everywhere():
     once `make release` has consumed the fragments. The execution environment and AWX pin that version."""
     version = str(load(REPO / "galaxy.yml")["version"])
     released = sorted(_version(v) for v in load(REPO / "changelogs/changelog.yaml")["releases"])
-    pending = [p for p in (REPO / "changelogs/fragments").glob("*.y*ml")]
+    pending = list((REPO / "changelogs/fragments").glob("*.y*ml"))
     if pending:
         assert _version(version) > released[-1], "fragments pending but galaxy.yml's %s is already released" % version
     else:
@@ -76,16 +76,54 @@ def test_requires_ansible_is_a_range():
     assert ">=" in spec and "<" in spec.replace("<=", ""), "requires_ansible must be a full range, got %r" % spec
 
 
-def test_every_fqcn_collection_is_a_dependency():
-    declared = set(load(REPO / "galaxy.yml").get("dependencies", {}))
+def test_requires_ansible_is_what_ci_tests():
+    """meta/runtime.yml claims the ansible-core range requirements/dev.txt installs, and no role claims less."""
+    spec = load(REPO / "meta/runtime.yml")["requires_ansible"]
+    pin = re.search(r"^ansible-core>=([0-9.]+),<([0-9.]+)$", (REPO / "requirements/dev.txt").read_text(encoding="utf-8"), re.M)
+    assert pin, "requirements/dev.txt pins no ansible-core range"
+    low, high = (_version(v) for v in pin.groups())
+    claimed = re.fullmatch(r">=([0-9.]+),<([0-9.]+)", spec.replace(" ", ""))
+    assert claimed, spec
+    assert _version(claimed.group(1))[:2] == low[:2] and _version(claimed.group(2))[:2] == high[:2], (
+        "requires_ansible %s is not the tested ansible-core %s" % (spec, pin.group(0)))
+    for role in ROLES:
+        minimum = str(load(role / "meta/main.yml")["galaxy_info"]["min_ansible_version"])
+        assert _version(minimum)[:2] == low[:2], "%s: min_ansible_version %s, requires_ansible %s" % (role.name, minimum, spec)
+
+
+def _fqcn_collections(paths):
     used = {}
-    for path in YAML_SOURCES:
+    for path in paths:
         for match in FQCN.finditer(path.read_text(encoding="utf-8")):
             name = match.group(1)
             if name not in BUILTIN_NAMESPACES and not name.startswith(("vllm_", "hostvars")):
                 used.setdefault(name, str(path.relative_to(REPO)))
+    return used
+
+
+def _is_checkout_only(path):
+    parts = path.relative_to(REPO).parts
+    return parts[0] in {"tests", "awx", "molecule"} or "molecule" in parts
+
+
+def test_every_fqcn_collection_is_a_dependency():
+    """What the collection calls is in galaxy.yml; what only the AWX admin playbook calls is in
+    awx/requirements.yml, so an install (and the execution environment) does not carry it."""
+    declared = set(load(REPO / "galaxy.yml").get("dependencies", {}))
+    awx_only = {entry["name"] for entry in load(REPO / "awx/requirements.yml")["collections"]}
+    awx_sources = [p for p in YAML_SOURCES if p.relative_to(REPO).parts[0] == "awx"]
+    used = _fqcn_collections([p for p in YAML_SOURCES if p not in awx_sources])
     missing = {name: where for name, where in used.items() if name not in declared}
     assert not missing, "collections used by FQCN but not in galaxy.yml dependencies: %s" % missing
+    missing = {name: where for name, where in _fqcn_collections(awx_sources).items() if name not in declared | awx_only}
+    assert not missing, "collections awx/ uses by FQCN but not in awx/requirements.yml: %s" % missing
+
+
+def test_every_dependency_is_used_by_installed_content():
+    declared = set(load(REPO / "galaxy.yml").get("dependencies", {}))
+    used = _fqcn_collections([p for p in YAML_SOURCES if not _is_checkout_only(p)])
+    assert declared <= set(used), "galaxy.yml depends on collections no role or playbook calls: %s" % sorted(
+        declared - set(used))
 
 
 @pytest.mark.parametrize("role", ROLES, ids=[r.name for r in ROLES])
