@@ -13,7 +13,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 .PHONY: help venv lint lint-python lint-yaml lint-ansible sanity test test-unit \
-        test-integration test-molecule test-cluster test-awx test-times times-reset demo build clean \
+        test-integration test-molecule test-cluster test-awx test-times times-reset demo build release clean \
         vllm-serve-flags
 
 help:
@@ -22,6 +22,7 @@ help:
 	@echo "make venv              controller toolchain in $(VENV)"
 	@echo "make lint | test-unit | test-integration | test-molecule | test-cluster | test-awx"
 	@echo "make test-times        per-tier wall time and costliest fixtures of the last runs"
+	@echo "make release DRY_RUN=1 changelog release, build and tarball checks in a scratch copy (no tag)"
 
 $(STAMP): requirements/dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -75,6 +76,12 @@ vllm-serve-flags:
 
 build: $(STAMP)
 	$(BIN)/ansible-galaxy collection build --force --output-path build/
+
+# The changelog release for galaxy.yml's version, the build, checks on the tarball, a commit and tag v<version>.
+# DRY_RUN=1 does every step in a scratch copy and tags nothing (tests/harness/release.sh).
+DRY_RUN ?=
+release: $(STAMP)
+	DRY_RUN=$(DRY_RUN) bash tests/harness/release.sh
 
 clean:
 	rm -rf build plans results tests/output .pytest_cache
