@@ -3,6 +3,7 @@
 These keep the promises of STYLE.md checkable: every collection called by FQCN
 is a declared dependency, and every role's defaults and argument specs agree.
 """
+import json
 import re
 
 import pytest
@@ -190,3 +191,27 @@ def test_hf_cache_path_is_one_variable(hf_home):
             variables["vllm_hf_home"] = hf_home
         values[name] = Templar(loader=loader, variables=variables).template(defaults[name])
     assert set(values.values()) == {hf_home or "/var/lib/vllm/.cache/huggingface"}, values
+
+
+def _shown(value):
+    """A default as a role README's table shows it."""
+    if value == "":
+        return '""'
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+@pytest.mark.parametrize("role", ROLES, ids=[r.name for r in ROLES])
+def test_role_readme_matches_argument_specs(role):
+    """Every role has a README (Galaxy shows it), its example calls the role by FQCN, and each variable in its
+    table exists in meta/argument_specs.yml with the default shown."""
+    readme = role / "README.md"
+    assert readme.exists(), "%s has no README.md" % role.name
+    text = readme.read_text(encoding="utf-8")
+    assert "role: sparkfleet.vllm.%s" % role.name in text and "meta/argument_specs.yml" in text
+    options = load(role / "meta/argument_specs.yml")["argument_specs"]["main"]["options"]
+    rows = re.findall(r"^\| `([a-z0-9_]+)` \| `(.*?)` \| ", text, re.M)
+    assert rows, "%s/README.md lists no variables" % role.name
+    for name, default in rows:
+        assert name in options, "%s/README.md: %s is not in argument_specs" % (role.name, name)
+        assert default.replace("\\|", "|") == _shown(options[name].get("default")), (
+            "%s/README.md: %s default %s, argument_specs %r" % (role.name, name, default, options[name].get("default")))
