@@ -215,3 +215,24 @@ def test_role_readme_matches_argument_specs(role):
         assert name in options, "%s/README.md: %s is not in argument_specs" % (role.name, name)
         assert default.replace("\\|", "|") == _shown(options[name].get("default")), (
             "%s/README.md: %s default %s, argument_specs %r" % (role.name, name, default, options[name].get("default")))
+
+
+README_SECTIONS = ("Requirements", "Installation", "Usage", "Contributing", "Support", "Release notes", "License")
+
+
+def test_readme_works_on_galaxy():
+    """Galaxy renders README.md outside the repository: every link is absolute (or an anchor on the page), the
+    sections an installer looks for are there, and the usage runs playbooks by FQCN."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    headings = re.findall(r"^## (.+)$", text, re.M)
+    assert [s for s in README_SECTIONS if s not in headings] == [], headings
+    relative = [link for link in re.findall(r"\]\(([^)]+)\)", text) if not link.startswith(("https://", "#"))]
+    assert not relative, "relative links break on Galaxy: %s" % relative
+    assert "ansible-galaxy collection install sparkfleet.vllm" in text
+    assert "ansible-playbook sparkfleet.vllm.site -i" in text
+    for command in ("make demo", "make test"):
+        assert "\n%s " % command in text, "README lost the contributor command %s" % command
+    for role in ROLES:
+        readme = (role / "README.md").read_text(encoding="utf-8")
+        relative = [link for link in re.findall(r"\]\(([^)]+)\)", readme) if not link.startswith(("https://", "#"))]
+        assert not relative, "%s/README.md: relative links %s" % (role.name, relative)
