@@ -68,7 +68,9 @@ def test_version_is_the_next_release_and_pinned_everywhere():
     else:
         assert _version(version) == released[-1], "galaxy.yml's %s is not the newest release" % version
     assert "sparkfleet-vllm-%s.tar.gz" % version in (REPO / "execution-environment.yml").read_text(encoding="utf-8")
-    assert load(REPO / "awx/vars/main.yml")["awx_ee_image"].endswith(":" + version)
+    awx = load(REPO / "awx/vars/main.yml")
+    assert awx["awx_ee_image"].endswith(":" + version)
+    assert awx["awx_project_scm_branch"] == "v" + version, "the AWX project must sync the tag make release creates"
 
 
 def test_requires_ansible_is_a_range():
