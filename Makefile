@@ -74,8 +74,10 @@ VLLM_PYTHON ?= .venv-vllm/bin/python
 vllm-serve-flags:
 	$(VLLM_PYTHON) tests/harness/vllm_serve_flags.py data/vllm_serve_flags.yml
 
+# The tarball, checked: installed content only, at galaxy.yml's version (tests/tarball_contents.py).
 build: $(STAMP)
 	$(BIN)/ansible-galaxy collection build --force --output-path build/
+	$(BIN)/python tests/tarball_contents.py build/sparkfleet-vllm-$$(sed -n 's/^version: *//p' galaxy.yml).tar.gz 	  $$(sed -n 's/^version: *//p' galaxy.yml)
 
 # The changelog release for galaxy.yml's version, the build, checks on the tarball, a commit and tag v<version>.
 # DRY_RUN=1 does every step in a scratch copy and tags nothing (tests/harness/release.sh).
