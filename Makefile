@@ -8,6 +8,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+VERSION := $(shell sed -n 's/^version: *//p' galaxy.yml)
 PYTEST := $(BIN)/pytest -p no:cacheprovider --durations=10
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
@@ -77,8 +78,7 @@ vllm-serve-flags:
 # The tarball, checked: installed content only, at galaxy.yml's version (tests/tarball_contents.py).
 build: $(STAMP)
 	$(BIN)/ansible-galaxy collection build --force --output-path build/
-	$(BIN)/python tests/tarball_contents.py build/sparkfleet-vllm-$$(sed -n 's/^version: *//p' galaxy.yml).tar.gz 	  $$(sed -n 's/^version: *//p' galaxy.yml)
-
+	$(BIN)/python tests/tarball_contents.py build/sparkfleet-vllm-$(VERSION).tar.gz $(VERSION)
 # The changelog release for galaxy.yml's version, the build, checks on the tarball, a commit and tag v<version>.
 # DRY_RUN=1 does every step in a scratch copy and tags nothing (tests/harness/release.sh).
 DRY_RUN ?=
