@@ -79,6 +79,7 @@ vllm-serve-flags:
 build: $(STAMP)
 	$(BIN)/ansible-galaxy collection build --force --output-path build/
 	$(BIN)/python tests/tarball_contents.py build/sparkfleet-vllm-$(VERSION).tar.gz $(VERSION)
+
 # The changelog release for galaxy.yml's version, the build, checks on the tarball, a commit and tag v<version>.
 # DRY_RUN=1 does every step in a scratch copy and tags nothing (tests/harness/release.sh).
 DRY_RUN ?=
