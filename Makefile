@@ -8,12 +8,13 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+VERSION := $(shell sed -n 's/^version: *//p' galaxy.yml)
 PYTEST := $(BIN)/pytest -p no:cacheprovider --durations=10
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 .PHONY: help venv lint lint-python lint-yaml lint-ansible sanity test test-unit \
-        test-integration test-molecule test-cluster test-awx test-times times-reset demo build clean \
+        test-integration test-molecule test-cluster test-awx test-times times-reset demo build release clean \
         vllm-serve-flags
 
 help:
@@ -22,6 +23,7 @@ help:
 	@echo "make venv              controller toolchain in $(VENV)"
 	@echo "make lint | test-unit | test-integration | test-molecule | test-cluster | test-awx"
 	@echo "make test-times        per-tier wall time and costliest fixtures of the last runs"
+	@echo "make release DRY_RUN=1 changelog release, build and tarball checks in a scratch copy (no tag)"
 
 $(STAMP): requirements/dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -73,8 +75,16 @@ VLLM_PYTHON ?= .venv-vllm/bin/python
 vllm-serve-flags:
 	$(VLLM_PYTHON) tests/harness/vllm_serve_flags.py data/vllm_serve_flags.yml
 
+# The tarball, checked: installed content only, at galaxy.yml's version (tests/tarball_contents.py).
 build: $(STAMP)
 	$(BIN)/ansible-galaxy collection build --force --output-path build/
+	$(BIN)/python tests/tarball_contents.py build/sparkfleet-vllm-$(VERSION).tar.gz $(VERSION)
+
+# The changelog release for galaxy.yml's version, the build, checks on the tarball, a commit and tag v<version>.
+# DRY_RUN=1 does every step in a scratch copy and tags nothing (tests/harness/release.sh).
+DRY_RUN ?=
+release: $(STAMP)
+	DRY_RUN=$(DRY_RUN) bash tests/harness/release.sh
 
 clean:
 	rm -rf build plans results tests/output .pytest_cache

@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 sparkfleet.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Action plugin for sparkfleet.vllm.plan: plans on the controller, never contacts the host.
 
 The documentation lives in plugins/modules/plan.py; the logic in

@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 sparkfleet.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Pure parsing of ``nvidia-smi`` output into GPU facts and a hardware profile.
 
 Nothing here runs a command or reads a file: the ``gpu_facts`` module collects

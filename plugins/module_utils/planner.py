@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 sparkfleet.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The serve planner: a few choices in, the exact ``vllm serve`` invocation out.
 
 ``plan(catalog, request)`` is pure: it reads the catalog (see catalog.py) and a

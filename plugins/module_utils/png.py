@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, sparkfleet.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """A tiny RGB canvas and PNG encoder (stdlib zlib/struct only, no Pillow).
 
 Used for the smoke check's vision image and the sweep report's line plot.

@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 sparkfleet.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Is the Ray cluster whole? Parse Ray's node table and judge it against the inventory.
 
 Pure functions, used by the ``sparkfleet.vllm.ray_cluster`` module and, as a

@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 sparkfleet.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The secrets contract's API key for the controller-side modules (wait_healthy, smoke, throughput).
 
 Playbooks never pass the key as a task argument: task arguments are printed in

@@ -254,3 +254,49 @@ def test_ansible_lint_production():
     proc = run([tool("ansible-lint"), "--profile", "production", "--offline", "--nocolor",
                 "awx/", "execution-environment.yml", "meta/execution-environment.yml"], timeout=600)
     assert "Profile 'production' was required, and it passed" in proc.stdout + proc.stderr, proc.stdout[-3000:]
+
+
+class _PlaybookLoader(yaml.SafeLoader):
+    """Reads a playbook's `!unsafe` strings as plain strings."""
+
+
+_PlaybookLoader.add_constructor("!unsafe", lambda loader, node: loader.construct_scalar(node))
+
+
+def _awx_task(module):
+    """The configure.yml task that calls awx.awx.<module>."""
+    play = yaml.load((REPO / "awx/configure.yml").read_text(), Loader=_PlaybookLoader)[0]
+    tasks = [t for task in play["tasks"] for t in task.get("block", [task])]
+    return next(t["awx.awx.%s" % module] for t in tasks if "awx.awx.%s" % module in t)
+
+
+def test_no_default_inventory_reaches_the_job_pod(templates):
+    """Shipped as it is, no template has an inventory: a launch must name one, and `local` (localhost, which in
+    AWX is the job's own pod) is never what an unattended launch deploys to."""
+    for name, template in templates.items():
+        assert template["inventory"] is None, "%s defaults to inventory %s" % (name, template["inventory"])
+    assert "omit" in _awx_task("job_template")["inventory"]
+
+
+def test_inventory_sync_keeps_admin_added_hosts(rendered):
+    options = rendered[1]["inventory_source"]
+    assert options["overwrite"] is False and options["overwrite_vars"] is False and options["update_on_launch"] is True
+    source = _awx_task("inventory_source")
+    for key in options:
+        assert source[key] == "{{ __awx_inventory_source_options.%s }}" % key, key
+
+
+def test_rotated_secrets_reach_awx(rendered):
+    """update_secrets: true, so running configure.yml with a new HF_TOKEN or VLLM_API_KEY replaces the stored one."""
+    assert rendered[1]["credential"]["update_secrets"] is True
+    assert _awx_task("credential")["update_secrets"] == "{{ __awx_credential_options.update_secrets }}"
+
+
+def test_escalation_is_the_playbooks_own(templates):
+    """The templates that change hosts run plays that say become: true themselves; no template adds AWX's
+    --become, which would escalate the controller-side plays inside the job pod as well."""
+    changing = {"Deploy": True, "Swap model": True, "Stop": True, "Status": False, "Verify & benchmark": False}
+    for name, template in templates.items():
+        assert template["become_enabled"] is False, name
+        escalating = [play for _source, play in _plays(REPO / template["playbook"]) if play.get("become") is True]
+        assert bool(escalating) == changing[name], "%s: plays with become: true %s" % (name, escalating)

@@ -1,3 +1,6 @@
+# Copyright (c) 2026 sparkfleet.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Copy one model's Hugging Face cache from the cluster head to a worker, verified.
 
   cluster_weights.py manifest ROOT REPO_DIR      # on the head: JSON manifest on stdout

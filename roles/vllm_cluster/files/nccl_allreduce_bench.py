@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026 sparkfleet.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """All-reduce bus bandwidth across ranks with torch.distributed, the fabric gate's probe.
 
 Start one process per GPU with torchrun (or any launcher that sets the env://

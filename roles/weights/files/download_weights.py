@@ -1,3 +1,6 @@
+# Copyright (c) 2026 sparkfleet.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Download a checkpoint from the Hugging Face hub into the cache, resumably.
 
 Uses huggingface_hub.snapshot_download, which resumes partial files and skips

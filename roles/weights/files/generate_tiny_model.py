@@ -1,3 +1,6 @@
+# Copyright (c) 2026 sparkfleet.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Generate the tiny stand-in model and place it in the Hugging Face cache.
 
 The local default (no GPU, no hub) serves this instead of Gemma 4: a
