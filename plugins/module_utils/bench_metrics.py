@@ -228,7 +228,20 @@ def gate(measured, expected, min_ratio=0.9):
     message = ("below baseline: " if failed else "within baseline: ") + "; ".join(parts)
     if (expected or {}).get("calibrated"):
         message += " (baseline calibrated on this machine in this run)"
+    elif (expected or {}).get("source"):
+        message += " [baseline: %s]" % expected["source"]
     return {"gated": True, "passed": not failed, "checks": checks, "message": message}
+
+
+def ceiling_share(ceiling, single_stream_tok_s):
+    """The plan's memory-bandwidth ceiling with the measured single-stream rate as a fraction of it (None without one)."""
+    if not ceiling or not ceiling.get("decode_tok_s") or single_stream_tok_s is None:
+        return None
+    share = dict(ceiling)
+    share["single_stream_fraction"] = round(float(single_stream_tok_s) / float(ceiling["decode_tok_s"]), 4)
+    share["message"] = "single-stream decode at %.0f%% of the memory-bandwidth ceiling (%s tok/s: %s)" % (
+        100 * share["single_stream_fraction"], ceiling["decode_tok_s"], ceiling.get("basis", "catalog"))
+    return share
 
 
 def gated_figures(extra):

@@ -53,7 +53,12 @@ def markdown_standard(result):
              "| KV cache capacity | %s tokens |" % _fmt(extra.get("kv_cache_tokens")),
              "| Speculative-decoding acceptance | %s |" % (
                  "%.1f%%" % (100 * extra["acceptance"]["acceptance_rate"]) if extra.get("acceptance") else "n/a"),
-             "| Failed requests | %s |" % _fmt(result.get("failed", 0)), ""]
+             "| Failed requests | %s |" % _fmt(result.get("failed", 0))]
+    if extra.get("ceiling"):
+        lines.append("| Memory-bandwidth ceiling, one stream | %s tok/s (%s); measured %.0f%% of it |" % (
+            _fmt(extra["ceiling"]["decode_tok_s"]), extra["ceiling"].get("basis", ""),
+            100 * extra["ceiling"]["single_stream_fraction"]))
+    lines.append("")
     lines += _gate_lines(extra.get("gate"))
     lines += _notes(extra)
     return "\n".join(lines) + "\n"

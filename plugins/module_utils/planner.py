@@ -47,7 +47,7 @@ except ImportError:  # pragma: no cover - Python 2 only
     from pipes import quote as _shell_quote
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import env_rules, vllm_flags
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import env_rules, topology, vllm_flags
 
 REQUEST_KEYS = (
     "model", "drafter", "profile", "gpu_name", "node_count", "node_index", "image", "release", "executor", "objective",
@@ -613,6 +613,26 @@ class _Planner(object):
 
     # -- settings ------------------------------------------------------------------------
 
+    def check_vision_fit(self):
+        """A model that fits only without vision, served with it: the longest request its KV cache holds depends on
+        --max-num-batched-tokens (the activation peak), so the catalog keeps one figure per measured setting."""
+        fits = self.model_rules.get("vision_max_model_len_by_mnbt") or {}
+        if not (self.required_lmo and not self.language_model_only and fits):
+            return
+        measured = sorted(int(k) for k in fits)
+        # The figure of the nearest measured setting at or above this one (a larger budget leaves less KV).
+        key = next((k for k in measured if k >= self.mnbt), measured[-1])
+        vision_max = int(fits[key])
+        if self.max_model_len > vision_max:
+            lower = [k for k in measured if k < key]
+            hint = (" With vllm_max_num_batched_tokens=%d it holds %s." % (lower[0], _fmt(int(fits[lower[0]])))) if lower else ""
+            _refuse("vision-fit", "%s on %s fits only without vision: with the vision tower and --max-num-batched-tokens %d its KV "
+                    "cache holds one %s-token request; set vllm_language_model_only=true (or vllm_max_model_len <= %d).%s" % (
+                        self.model_name, self.profile_name, key, _fmt(vision_max), vision_max, hint),
+                    "vllm_language_model_only", False)
+        self.warn("%s on %s with vision: one request of at most %s tokens fits in the KV cache at --max-num-batched-tokens "
+                  "%d (the notes)" % (self.model_name, self.profile_name, _fmt(vision_max), key))
+
     def resolve_settings(self):
         model, rules, profile = self.model, self.rules, self.profile
         multimodal_model = bool(model.get("vision"))
@@ -658,11 +678,12 @@ class _Planner(object):
                           "request does not fit in the KV cache" % (
                               mml, default_len, self.model_name, " + " + self.drafter if by_drafter else "", self.profile_name))
             self.reason("--max-model-len %d: requested" % mml)
-        vision_max = self.model_rules.get("vision_max_model_len")
-        if required_lmo and not lmo and vision_max and mml > vision_max:
-            _refuse("vision-fit", "%s on %s fits only without vision: with the vision tower its KV cache holds one %s-token request; "
-                    "set vllm_language_model_only=true (or vllm_max_model_len <= %d)" % (
-                        self.model_name, self.profile_name, _fmt(vision_max), vision_max), "vllm_language_model_only", False)
+            if mml != default_len and not self.profile.get("stand_in"):
+                self.warn("--max-model-len %d differs from the shipped %d: it invalidates vLLM's compile cache, so the next "
+                          "start compiles from scratch (minutes longer)%s" % (
+                              mml, default_len, "; on %s the first start then fails once more for lack of KV cache" % (
+                                  self.profile_name) if self.model_rules.get("first_start_failure") else ""))
+        self.required_lmo = required_lmo
         self.max_model_len = mml
 
         # images and audio
@@ -717,6 +738,7 @@ class _Planner(object):
                           "streams; p99 ITL measured 5-15x worse" % mnbt)
             self.reason("--max-num-batched-tokens %d: requested" % mnbt)
         self.mnbt = mnbt
+        self.check_vision_fit()
 
         # GPU memory utilization
         default_util = profile["gpu_memory_utilization"]
@@ -1090,6 +1112,12 @@ class _Planner(object):
                     self.reason("Ray worker: joins the head's Ray cluster; the head runs vllm serve for every node")
         self.apply_user_env()
         expected = self.expected()
+        ceiling = topology.decode_ceiling(self.catalog, self.profile_name, self.model_name, self.node_count)
+        advice = topology.topology_advice(self.catalog, self.profile_name, self.model_name, self.drafter,
+                                          self.release_name, self.node_count)
+        if advice and self.node_role in ("single", "head"):
+            for warning in advice["warnings"]:
+                self.warn("topology: " + warning)
         model = copy.deepcopy(self.model)
         model["short"] = self.model_name
         plan = {
@@ -1105,6 +1133,8 @@ class _Planner(object):
             "executor": self.executor,
             "head_address": self.head_address if self.cluster else None,
             "expected": expected,
+            "ceiling": ceiling,
+            "advice": advice,
             "warnings": list(self.warnings),
             "reasons": list(self.reasons),
             "model": model,
@@ -1198,6 +1228,16 @@ def summarize(plan_dict, host=None):
         lines.append("expected: %s [%s]" % (", ".join(parts), expected["source"]))
     else:
         lines.append("expected: none in the catalog (measured, not gated)")
+    ceiling = plan_dict.get("ceiling")
+    if ceiling:
+        lines.append("memory-bandwidth ceiling: %s tok/s single-stream (%s)" % (_fmt(ceiling["decode_tok_s"]), ceiling["basis"]))
+    measured = [m for m in ((plan_dict.get("advice") or {}).get("measured") or []) if m["single_stream_tok_s"] is not None]
+    if measured:
+        lines.append("measured layouts (%s%s, vLLM %s; single-stream / 8 streams tok/s): %s" % (
+            plan_dict["model"]["short"], "" if plan_dict["drafter"] == "none" else " + " + plan_dict["drafter"],
+            plan_dict["release"], ", ".join("%d node%s %s / %s" % (
+                m["nodes"], "" if m["nodes"] == 1 else "s", _figure_text(m["single_stream_tok_s"]),
+                _figure_text(m["aggregate_8_tok_s"])) for m in measured)))
     for warning in plan_dict["warnings"]:
         lines.append("WARNING: %s" % warning)
     return lines

@@ -106,6 +106,13 @@ options:
     description: Lowest accepted measured/expected ratio.
     type: float
     default: 0.9
+  ceiling:
+    description:
+      - The plan's memory-bandwidth ceiling (C(vllm_plan.ceiling)), key C(decode_tok_s) and C(basis). A C(standard)
+        run reports its single-stream decode as a fraction of it (C(result.sparkfleet.ceiling)), so an operator sees
+        how far the deployment is from the hardware's limit, not only from the notes. It never gates.
+      - Omitted or empty (stand-ins, profiles without a bandwidth figure), nothing is reported.
+    type: dict
   load_shape:
     description:
       - Burst sizes for C(mode=load). Keys C(max_model_len) (required for load), C(image_limit) (images per
@@ -279,6 +286,7 @@ ARGUMENT_SPEC = {
     "results_dir": {"type": "path"},
     "baseline": {"type": "dict"},
     "min_ratio": {"type": "float", "default": 0.9},
+    "ceiling": {"type": "dict"},
     "load_shape": {"type": "dict", "default": {}},
 }
 
@@ -299,6 +307,7 @@ def main():
             extra = result[br.ADDITIONS_KEY]
             extra["gate"] = bm.gate(bm.gated_figures(extra), p["baseline"], p["min_ratio"])
             extra["baseline"] = p["baseline"]
+        result[br.ADDITIONS_KEY]["ceiling"] = bm.ceiling_share(p["ceiling"], result[br.ADDITIONS_KEY]["single_stream_tok_s"])
     elif p["mode"] == "sweep":
         result = bench_run.run_sweep(client, p["concurrency"], p["prompt_tokens"], p["output_tokens"], p["warmup"])
     else:
@@ -331,9 +340,9 @@ def main():
                 extra["failures"][:5])), **out)
         if not extra["gate"]["passed"]:
             module.fail_json(msg="throughput gate: " + extra["gate"]["message"], **out)
-        out["msg"] = "single-stream %.1f tok/s, %d streams %.1f tok/s; %s" % (
+        out["msg"] = "single-stream %.1f tok/s, %d streams %.1f tok/s; %s%s" % (
             extra["single_stream_tok_s"], extra["aggregate_streams"], extra["aggregate_8_tok_s"],
-            extra["gate"]["message"])
+            extra["gate"]["message"], "; " + extra["ceiling"]["message"] if extra.get("ceiling") else "")
     elif result.get("failed"):
         module.fail_json(msg="%d request(s) failed during the %s run" % (result["failed"], p["mode"]), **out)
     else:

@@ -3,7 +3,8 @@
 The catalog documents clusters only for DGX Sparks. The simulation runs the
 cpu stand-in profile (vLLM's CPU build, the tiny model) across containers, so
 this copy lets that profile form 2- and 4-node clusters on the containers'
-eth0 (no RoCE device exists there: the HCA name is a stand-in). Everything
+eth0 (no RoCE device exists there: the HCA name is a stand-in) and gives them
+the stand-in's calibrated throughput baseline. Everything
 else is the collection's catalog, unchanged. Usage: sim_catalog.py OUT.yml
 """
 import pathlib
@@ -24,6 +25,12 @@ def sim_catalog():
         "hca_placeholder": "standin-no-roce",
         "ray_port": 6379,
     }
+    # The stand-in cluster's throughput gate: the single-node stand-in's row (no fixed figures: a CPU's speed
+    # belongs to the machine under test; the throughput module calibrates on the head, then gates the measured
+    # run), copied for two and four nodes.
+    single = next(g for g in catalog["baselines"] if g.get("profile") == "cpu" and g.get("stand_in"))
+    for nodes in (2, 4):
+        catalog["baselines"].append(dict(single, nodes=nodes, table="%s, TP=%d over the Docker bridge" % (single["table"], nodes)))
     rules = catalog["rules"]
     rules["cluster_profiles"] = sorted(set(rules.get("cluster_profiles") or []) | {"cpu"})
     return catalog

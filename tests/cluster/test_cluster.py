@@ -12,8 +12,8 @@ For real: a four-node Ray cluster formed by the roles' units and judged by
 sparkfleet.vllm.ray_cluster, with Ray's token authentication on; a second run that changes and restarts nothing;
 a stopped worker named by status and healed by a re-run; a cut link named
 within a minute; and vLLM's CPU build tensor-parallel across two containers
-(mp executor; the CPU build refuses the Ray executor), measured by
-sparkfleet.vllm.throughput.
+(mp executor; the CPU build refuses the Ray executor), deployed by site.yml and
+verified like a single node (wait, smoke, throughput gate on the head).
 """
 import json
 import os
@@ -352,18 +352,41 @@ def test_cluster_ports_refuse_a_non_member(ray_cluster):
 
 
 def test_mp_tensor_parallel_across_two_containers(cluster):
+    """site.yml end to end on a two-node cluster, verified like a single node: preflight, the cluster, then the
+    head's wait, smoke checks and throughput gate (the stand-in's calibrated baseline for TP=2, a stand-in named
+    as such in tests/cluster/sim_catalog.py)."""
     playbook("cluster_stop.yml", check=False)
-    playbook("cluster.yml", "-e", "cluster_group=sim_pair", "-e", "vllm_executor=mp", "-e", "cluster_wait_timeout=600",
-             timeout=1200)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    before = set(RESULTS.glob("*-standard-tiny.json"))
+    site = playbook("site.yml", "-e", "cluster_group=sim_pair", "-e", "vllm_executor=mp", "-e", "cluster_wait_timeout=600",
+                    "-e", "vllm_results_dir=%s" % RESULTS, timeout=1500)
     for node, rank_flag in (("sim-1", "--node-rank 0"), ("sim-2", "--headless")):
         cmdline = ssh(node, "systemctl show -p ExecStart vllm-cluster.service").stdout
         assert rank_flag in cmdline.replace('"', ""), (node, cmdline)
         assert ssh(node, "systemctl is-active vllm-cluster.service").stdout.strip() == "active", node
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    proc = adhoc("sim-1", "sparkfleet.vllm.throughput", {
-        "url": "http://172.29.47.11:8000", "model": "tiny", "output_tokens": 128, "streams": 8}, timeout=900)
-    result = json.loads(proc.stdout.split("=>", 1)[1])
-    (RESULTS / "mp-tp2-throughput.json").write_text(json.dumps(result, indent=1) + "\n")
-    assert result["single_stream_tok_s"] > 0 and result["aggregate_8_tok_s"] > result["single_stream_tok_s"]
+    # The verify play ran on the head only, and its report is the single-node report.
+    verify = site.stdout[site.stdout.rindex("PLAY [Verify vLLM on single-node hosts and cluster heads]"):]
+    assert "ok: [sim-1]" in verify and "[sim-2]" not in verify.split("PLAY RECAP")[0], verify
+    assert "smoke: chat passed" in verify, verify
+    written = sorted(set(RESULTS.glob("*-standard-tiny.json")) - before)
+    assert len(written) == 1, written
+    result = json.loads(written[0].read_text())
+    extra = result["sparkfleet"]
+    shutil.copy(written[0], RESULTS / "mp-tp2-throughput.json")
+    assert extra["gate"]["gated"] and extra["gate"]["passed"], extra["gate"]
+    assert extra["baseline"]["calibrated"] and "TP=2 over the Docker bridge" in extra["baseline"]["catalog_source"]
+    assert extra["single_stream_tok_s"] > 0 and extra["aggregate_8_tok_s"] > extra["single_stream_tok_s"]
+
+    # The gate fails a cluster whose baseline is above what the stand-in reaches, and names that baseline.
+    high = {"single_stream_tok_s": 1000000, "aggregate_8_tok_s": 1000000,
+            "source": "test baseline above the stand-in's reach"}
+    before = set(RESULTS.glob("*-standard-tiny.json"))
+    failed = playbook("verify.yml", "-e", "cluster_group=sim_pair", "-e", "vllm_executor=mp", "-e", "vllm_serve_hosts=sim_pair[0]",
+                      "-e", json.dumps({"vllm_throughput_baseline": high, "vllm_results_dir": str(RESULTS)}), check=False)
+    assert failed.returncode != 0 and "throughput gate: below baseline" in failed.stdout, failed.stdout[-3000:]
+    written = sorted(set(RESULTS.glob("*-standard-tiny.json")) - before)
+    gate = json.loads(written[-1].read_text())["sparkfleet"]["gate"]
+    assert not gate["passed"] and "[baseline: test baseline above the stand-in's reach]" in gate["message"], gate
+
     again = playbook("cluster.yml", "-e", "cluster_group=sim_pair", "-e", "vllm_executor=mp")
     assert {h: r["changed"] for h, r in recap(again.stdout).items()} == {"sim-1": 0, "sim-2": 0}

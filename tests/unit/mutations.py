@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import bench_metrics, diagnose, env_rules, planner, vllm_flags
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import bench_metrics, diagnose, env_rules, planner, topology, vllm_flags
 
 
 def _gate_always_passes(measured, expected, min_ratio=0.9):
@@ -36,6 +36,10 @@ def _every_character_allowed(_value):
     return []
 
 
+def _every_layout_pays_off(*_args, **_kwargs):
+    return []
+
+
 ORIGINALS = {"gate": bench_metrics.gate}
 # name -> (object, attribute, replacement): each removes one detection.
 MUTATIONS = {
@@ -45,6 +49,7 @@ MUTATIONS = {
     "secret-names": (env_rules, "SECRET_NAME_RULES", ()),
     "flag-spellings": (vllm_flags, "_resolve", _exact_spellings_only),
     "key-characters": (env_rules, "env_value_problems", _every_character_allowed),
+    "topology": (topology, "_layout_warnings", _every_layout_pays_off),
 }
 
 

@@ -2,7 +2,7 @@
 
 For each detection — the throughput gate, the start-up failure diagnosis, the
 planner's refusals, its secret-name check, its reading of flag spellings and
-its API-key character rule — a child pytest run replaces it
+its API-key character rule, the topology advice's layout warnings — a child pytest run replaces it
 with a version that detects nothing (tests/unit/mutations.py) and runs the
 tests written to catch it. Every one of those runs must fail; a run without
 the mutation must pass, so the failure is the mutation's doing.
@@ -24,11 +24,15 @@ CATCHERS = {
     "diagnosis": [UNIT + "/module_utils/test_diagnose.py::test_real_cpu_bad_flag_log",
                   UNIT + "/module_utils/test_diagnose.py::test_real_cpu_max_model_len_log",
                   UNIT + "/module_utils/test_diagnose.py::test_real_h200_failure_logs"],
-    "refusal": [UNIT + "/module_utils/test_planner.py::test_bad_input_is_refused_with_its_message"],
+    "refusal": [UNIT + "/module_utils/test_planner.py::test_bad_input_is_refused_with_its_message",
+                UNIT + "/module_utils/test_planner.py::test_5090_31b_with_vision_at_the_encoder_floor_fits_9056_tokens"],
     "secret-names": [UNIT + "/module_utils/test_planner.py::test_bad_user_env_is_refused",
                      UNIT + "/module_utils/test_planner.py::test_secret_looking_names_are_refused_in_every_user_env"],
     "flag-spellings": [UNIT + "/module_utils/test_planner.py::test_every_spelling_of_a_guarded_flag_is_refused"],
     "key-characters": [UNIT + "/module_utils/test_planner.py::test_api_key_characters_an_env_file_would_rewrite_are_refused"],
+    "topology": [UNIT + "/module_utils/test_topology.py::test_moe_stops_scaling_past_two_and_replicas_are_offered",
+                 UNIT + "/module_utils/test_topology.py::test_e4b_runs_better_on_two_sparks_than_four",
+                 UNIT + "/module_utils/test_topology.py::test_e2b_is_best_on_one_spark"],
 }
 
 

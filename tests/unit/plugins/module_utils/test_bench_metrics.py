@@ -135,3 +135,19 @@ def test_gate():
     assert "150.0 tok/s vs expected 221.0" in low["message"]
     none = bm.gate({"single_stream_tok_s": 150.0}, None)
     assert not none["gated"] and none["passed"] and "not gated" in none["message"]
+
+
+def test_gate_names_the_baseline_it_compared_with():
+    expected = {"single_stream_tok_s": 15.5, "aggregate_8_tok_s": 116,
+                "source": "catalog: 2x DGX Spark (TP=2 over 200 GbE RoCE), v0.30.0, no speculative decoding"}
+    miss = bm.gate({"single_stream_tok_s": 10.0, "aggregate_8_tok_s": 100.0}, expected, 0.9)
+    assert not miss["passed"] and miss["message"].endswith("[baseline: %s]" % expected["source"])
+
+
+def test_ceiling_share_is_the_single_stream_fraction_of_the_plan_ceiling():
+    # 31B on an RTX PRO 6000: 56.3 tok/s measured against 1.79 TB/s / (31B x 0.5625 bytes) = 102.7 tok/s.
+    ceiling = {"decode_tok_s": 102.7, "basis": "1.79 TB/s / (31B parameters x 0.562 bytes, NVFP4)"}
+    share = bm.ceiling_share(ceiling, 56.3)
+    assert share["single_stream_fraction"] == round(56.3 / 102.7, 4)
+    assert share["message"].startswith("single-stream decode at 55% of the memory-bandwidth ceiling (102.7 tok/s")
+    assert bm.ceiling_share(None, 56.3) is None and bm.ceiling_share(ceiling, None) is None

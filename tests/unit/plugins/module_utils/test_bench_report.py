@@ -65,3 +65,15 @@ def test_markdown_sweep_and_standard():
 
 def test_result_basename():
     assert br.result_basename("sweep", "gemma-4-26b/a4b", "20261003T101500Z") == "20261003T101500Z-sweep-gemma-4-26b-a4b"
+
+
+def test_markdown_standard_shows_the_bandwidth_ceiling():
+    extra = {"mode": "standard", "single_stream_tok_s": 56.3, "aggregate_8_tok_s": 417.0, "single_stream_runs": [{}] * 8,
+             "gate": {"message": "within baseline: x"},
+             "ceiling": {"decode_tok_s": 102.7, "basis": "1.79 TB/s / (31B parameters x 0.562 bytes, NVFP4)",
+                         "single_stream_fraction": 0.5482}}
+    text = br.markdown({"model_id": "m", br.ADDITIONS_KEY: extra})
+    assert "| Memory-bandwidth ceiling, one stream | 102.7 tok/s (1.79 TB/s / (31B parameters x 0.562 bytes, NVFP4)); " \
+           "measured 55% of it |" in text
+    del extra["ceiling"]
+    assert "ceiling" not in br.markdown({"model_id": "m", br.ADDITIONS_KEY: extra})

@@ -295,6 +295,24 @@ def test_5090_31b_with_vision_fits_only_a_short_context(catalog):
     assert flag(plan["argv"], "--max-num-batched-tokens") == "8192", "the 4096 encoder floor applies again with vision"
 
 
+def test_5090_31b_with_vision_at_the_encoder_floor_fits_9056_tokens(catalog):
+    # The notes: "--max-num-batched-tokens 8192, enough for one 7,120-token request, and 9,056 at 4096, the lowest
+    # the vision encoder allows".
+    plan = make(catalog, profile="rtx_5090", model="31b", drafter="none", language_model_only=False, max_model_len=9056,
+                max_num_batched_tokens=4096)
+    assert flag(plan["argv"], "--max-model-len") == "9056" and flag(plan["argv"], "--max-num-batched-tokens") == "4096"
+    assert any("at most 9,056 tokens" in w for w in plan["warnings"]), plan["warnings"]
+    with pytest.raises(planner.PlanError) as err:
+        planner.plan(catalog, {"profile": "rtx_5090", "model": "31b", "drafter": "none", "language_model_only": False,
+                               "max_model_len": 9057, "max_num_batched_tokens": 4096})
+    assert "one 9,056-token request" in str(err.value) and "--max-num-batched-tokens 4096" in str(err.value)
+    # At the shipped 8192 the refusal points at the lower budget that fits more.
+    with pytest.raises(planner.PlanError) as err:
+        planner.plan(catalog, {"profile": "rtx_5090", "model": "31b", "drafter": "none", "language_model_only": False,
+                               "max_model_len": 9056})
+    assert "one 7,120-token request" in str(err.value) and "vllm_max_num_batched_tokens=4096 it holds 9,056" in str(err.value)
+
+
 def test_language_model_only_lifts_the_floor(catalog):
     plan = make(catalog, profile="rtx_pro_6000", model="31b", language_model_only=True, max_num_batched_tokens=2048)
     assert "--language-model-only" in plan["argv"] and flag(plan["argv"], "--max-num-batched-tokens") == "2048"
@@ -787,3 +805,31 @@ def test_api_key_with_every_allowed_character_passes(catalog):
 
     plan = make(catalog, profile="rtx_pro_6000", api_key="sk-" + env_rules.ENV_VALUE_ALLOWED)
     assert plan["secret_env"] == ["HF_TOKEN", "VLLM_API_KEY"]
+
+
+def test_v030_e_series_aggregate_drop_is_warned(catalog):
+    # The notes: "Aggregate throughput mostly holds, except on the E-series (E2B -8%, E4B -4%)" on v0.30.0.
+    for model in ("e4b", "e2b"):
+        plan = make(catalog, profile="rtx_pro_6000", model=model)
+        assert any("E2B -8%, E4B -4%" in w for w in plan["warnings"]), (model, plan["warnings"])
+    assert not any("E2B -8%" in w for w in make(catalog, profile="rtx_pro_6000", model="26b-a4b")["warnings"])
+    assert not any("E2B -8%" in w for w in make(catalog, profile="rtx_pro_6000", model="e2b", release="v0.29.0")["warnings"])
+
+
+def test_e2b_on_four_sparks_warns_of_its_within_run_sag(catalog):
+    # The notes: "a second start held 94 tok/s for three of its eight runs, then sagged to 79-88".
+    plans = planner.plan_cluster(catalog, {"profile": "dgx_spark", "model": "e2b", "node_count": 4, "head_address": "192.0.2.101",
+                                           "cluster_interface": "enp1s0f1np1", "cluster_hca": "rocep1s0f1"},
+                                 ["192.0.2.10%d" % i for i in range(1, 5)])
+    assert any("sagged to 79-88" in w for w in plans[0]["warnings"]), plans[0]["warnings"]
+    two = planner.plan_cluster(catalog, {"profile": "dgx_spark", "model": "e2b", "node_count": 2, "head_address": "192.0.2.101",
+                                         "cluster_interface": "enp1s0f1np1", "cluster_hca": "rocep1s0f1"},
+                               ["192.0.2.101", "192.0.2.102"])
+    assert not any("sagged" in w for w in two[0]["warnings"])
+
+
+def test_changing_max_model_len_warns_that_the_compile_cache_is_rebuilt(catalog):
+    # The notes: "Changing --max-model-len invalidates the cache, so expect it again after editing it."
+    plan = make(catalog, profile="rtx_pro_6000", model="26b-a4b", max_model_len=131072)
+    assert any("compile cache" in w and "--max-model-len" in w for w in plan["warnings"]), plan["warnings"]
+    assert not any("compile cache" in w for w in make(catalog, profile="rtx_pro_6000", model="26b-a4b")["warnings"])
