@@ -25,6 +25,7 @@ H200_LOGS = [
     ("fail-free-memory.log", "gpu_memory_in_use"),
     ("fail-port-in-use.log", "port_in_use"),
     ("fail-model-path-missing.log", "model_path_missing"),
+    ("collection-run/fail-ninja-not-on-path.log", "build_tool_missing"),
 ]
 CATALOG = cat.load_catalog()
 SIGNATURES = diagnose.load_signatures(CATALOG)
@@ -82,6 +83,11 @@ def test_free_memory_diagnosis_names_what_is_free_and_what_fits():
     assert "18.77 of 139.8 GiB" in found["explanation"] and "to 0.11 or less" in found["fix"], found
     manual = diagnose.first_diagnosis((H200 / "manual-fail-oom.log").read_text(), SIGNATURES)
     assert "17.7 of 139.8 GiB" in manual["explanation"] and "to 0.10 or less" in manual["fix"], manual
+
+
+def test_real_h200_ninja_failure_names_the_tool():
+    found = diagnose.first_diagnosis((H200 / "collection-run/fail-ninja-not-on-path.log").read_text(), SIGNATURES)
+    assert "and call ninja for it" in found["explanation"] and "install ninja" in found["fix"], found
 
 
 @pytest.mark.parametrize("name", ["healthy.log", "manual-healthy.log"])
