@@ -95,9 +95,10 @@ def test_the_first_start_without_ninja_on_path_died_in_the_sampler_warm_up():
     assert "FileNotFoundError: [Errno 2] No such file or directory: 'ninja'" in log
     assert "warmup_kernels" in log and "top_k_mask_logits" in log
     verify = (RUN / "fail-ninja-not-on-path-verify.log").read_text()
+    # What wait_healthy said on the device, before the catalog knew this line: only the generic failure.
     assert '"id": "engine_startup_failed"' in verify
-    # what the diagnosis catalog makes of it today: the generic start-up failure, not the missing ninja
-    assert [d["id"] for d in diagnose.diagnose(log)] == ["engine_startup_failed"]
+    # The catalog now names the missing tool first (build_tool_missing), the generic failure after it.
+    assert [d["id"] for d in diagnose.diagnose(log)] == ["build_tool_missing", "engine_startup_failed"]
 
 
 def test_verify_passed_health_smoke_and_the_calibrated_gate():
