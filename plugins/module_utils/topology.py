@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
-# Copyright: (c) 2026, sparkfleet.vllm contributors
+# Copyright (c) 2026 sparkfleet.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """What the catalog's measurements say about a layout: the decode ceiling and the topology advice.
 
 Both are pure functions of the catalog, read by the planner into the plan (`ceiling`, `advice`):

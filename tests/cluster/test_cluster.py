@@ -12,8 +12,10 @@ For real: a four-node Ray cluster formed by the roles' units and judged by
 sparkfleet.vllm.ray_cluster, with Ray's token authentication on; a second run that changes and restarts nothing;
 a stopped worker named by status and healed by a re-run; a cut link named
 within a minute; and vLLM's CPU build tensor-parallel across two containers
-(mp executor; the CPU build refuses the Ray executor), deployed by site.yml and
-verified like a single node (wait, smoke, throughput gate on the head).
+under both executors (mp, and Ray through the stand-in patches of
+tests/cluster/ray_cpu_standin: the CPU build refuses the Ray executor),
+deployed by site.yml and verified like a single node (wait, smoke, throughput
+gate on the head).
 """
 import json
 import os
@@ -351,31 +353,37 @@ def test_cluster_ports_refuse_a_non_member(ray_cluster):
             ssh(node, "nft delete table inet sparkfleet 2>/dev/null; rm -f /etc/nftables.d/sparkfleet.nft")
 
 
-def test_mp_tensor_parallel_across_two_containers(cluster):
-    """site.yml end to end on a two-node cluster, verified like a single node: preflight, the cluster, then the
-    head's wait, smoke checks and throughput gate (the stand-in's calibrated baseline for TP=2, a stand-in named
-    as such in tests/cluster/sim_catalog.py)."""
+def site_on_the_pair(executor):
+    """site.yml end to end on the two-node cluster sim_pair with this executor; the head's verify report."""
     playbook("cluster_stop.yml", check=False)
     RESULTS.mkdir(parents=True, exist_ok=True)
     before = set(RESULTS.glob("*-standard-tiny.json"))
-    site = playbook("site.yml", "-e", "cluster_group=sim_pair", "-e", "vllm_executor=mp", "-e", "cluster_wait_timeout=600",
-                    "-e", "vllm_results_dir=%s" % RESULTS, timeout=1500)
-    for node, rank_flag in (("sim-1", "--node-rank 0"), ("sim-2", "--headless")):
-        cmdline = ssh(node, "systemctl show -p ExecStart vllm-cluster.service").stdout
-        assert rank_flag in cmdline.replace('"', ""), (node, cmdline)
-        assert ssh(node, "systemctl is-active vllm-cluster.service").stdout.strip() == "active", node
+    site = playbook("site.yml", "-e", "cluster_group=sim_pair", "-e", "vllm_executor=" + executor,
+                    "-e", "cluster_wait_timeout=600", "-e", "vllm_results_dir=%s" % RESULTS, timeout=1500)
+    assert ssh("sim-1", "systemctl is-active vllm-cluster.service").stdout.strip() == "active"
     # The verify play ran on the head only, and its report is the single-node report.
     verify = site.stdout[site.stdout.rindex("PLAY [Verify vLLM on single-node hosts and cluster heads]"):]
     assert "ok: [sim-1]" in verify and "[sim-2]" not in verify.split("PLAY RECAP")[0], verify
     assert "smoke: chat passed" in verify, verify
     written = sorted(set(RESULTS.glob("*-standard-tiny.json")) - before)
     assert len(written) == 1, written
-    result = json.loads(written[0].read_text())
-    extra = result["sparkfleet"]
-    shutil.copy(written[0], RESULTS / "mp-tp2-throughput.json")
+    shutil.copy(written[0], RESULTS / ("%s-tp2-throughput.json" % executor))
+    extra = json.loads(written[0].read_text())["sparkfleet"]
     assert extra["gate"]["gated"] and extra["gate"]["passed"], extra["gate"]
     assert extra["baseline"]["calibrated"] and "TP=2 over the Docker bridge" in extra["baseline"]["catalog_source"]
     assert extra["single_stream_tok_s"] > 0 and extra["aggregate_8_tok_s"] > extra["single_stream_tok_s"]
+    return extra
+
+
+def test_mp_tensor_parallel_across_two_containers(cluster):
+    """site.yml end to end on a two-node cluster, verified like a single node: preflight, the cluster, then the
+    head's wait, smoke checks and throughput gate (the stand-in's calibrated baseline for TP=2, a stand-in named
+    as such in tests/cluster/sim_catalog.py)."""
+    site_on_the_pair("mp")
+    for node, rank_flag in (("sim-1", "--node-rank 0"), ("sim-2", "--headless")):
+        cmdline = ssh(node, "systemctl show -p ExecStart vllm-cluster.service").stdout
+        assert rank_flag in cmdline.replace('"', ""), (node, cmdline)
+        assert ssh(node, "systemctl is-active vllm-cluster.service").stdout.strip() == "active", node
 
     # The gate fails a cluster whose baseline is above what the stand-in reaches, and names that baseline.
     high = {"single_stream_tok_s": 1000000, "aggregate_8_tok_s": 1000000,
@@ -390,3 +398,15 @@ def test_mp_tensor_parallel_across_two_containers(cluster):
 
     again = playbook("cluster.yml", "-e", "cluster_group=sim_pair", "-e", "vllm_executor=mp")
     assert {h: r["changed"] for h, r in recap(again.stdout).items()} == {"sim-1": 0, "sim-2": 0}
+
+
+def test_ray_tensor_parallel_across_two_containers(cluster):
+    """The default executor, Ray (the notes' measured path), serving TP=2 across two containers: site.yml end to
+    end, verified on the head. Stand-in, named as such: vLLM's CPU build refuses the Ray executor; the simulated
+    cluster's PYTHONPATH carries tests/cluster/ray_cpu_standin, whose docstring names each refusal it lifts."""
+    site_on_the_pair("ray")
+    serve = ssh("sim-1", "systemctl show -p ExecStart vllm-cluster.service").stdout.replace('"', "")
+    assert "--distributed-executor-backend ray" in serve and "--tensor-parallel-size 2" in serve, serve
+    # Ray placed a vLLM worker actor on the worker container: its rank runs there, under the Ray unit.
+    assert "ray::RayWorkerProc" in ssh("sim-2", "ps -eo args").stdout
+    assert ssh("sim-2", "systemctl is-active vllm-cluster-ray.service").stdout.strip() == "active"

@@ -76,6 +76,7 @@ node() {
       -v "$PYTHON_HOME:$PYTHON_HOME:ro" \
       -v "$REPO/.venv-vllm:$REPO/.venv-vllm:ro" \
       -v "$REPO/.venv-ray:$REPO/.venv-ray:ro" \
+      -v "$REPO/tests/cluster/ray_cpu_standin:$REPO/tests/cluster/ray_cpu_standin:ro" \
       -v "$LIBNUMA:/usr/lib/x86_64-linux-gnu/libnuma.so.1:ro" \
       "$SPARKFLEET_IMAGE" >/dev/null
   fi

@@ -177,7 +177,8 @@ def test_native_runtime_is_the_same_group(tmp_path):
         assert environment(serve)["VLLM_HOST_IP"] == "172.29.47.11"
         if executor == "ray":
             (ray_start,) = exec_words((worker / "vllm-cluster-ray.service").read_text())
-            assert ray_start[0].endswith("/.venv-ray/bin/ray")
+            assert ray_start[0].endswith("/.venv-vllm/bin/ray")  # Ray's workers import vLLM from it
+            assert ray_start[ray_start.index("--resources") + 1] == '{"standin_device": 1}'
             assert ray_start[ray_start.index("--node-ip-address") + 1] == "172.29.47.13"
             assert "--num-cpus" in ray_start and "--object-store-memory" in ray_start
         else:
