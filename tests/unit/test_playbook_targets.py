@@ -30,6 +30,7 @@ def default_target(hosts):
     found = DEFAULT.match(hosts)
     return (found.group(1), found.group(2)) if found else None
 
+
 # playbook -> (override variable, new default, the default before the change)
 TARGETS = {
     "plan.yml": ("plan_hosts", "vllm_single:vllm_cluster", "all"),
