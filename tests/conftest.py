@@ -55,3 +55,13 @@ def pytest_configure(config):
     import timing  # pylint: disable=import-outside-toplevel
 
     timing.register(config)
+
+
+def without_processes(facts):
+    """GPU facts as gpu_facts returned them on the device before it listed GPU processes (the captures under
+    tests/unit/fixtures/*/gpu_facts-*.json). The list itself must be empty there: the captures' <processes>
+    is empty, nothing else ran on the device."""
+    assert facts["processes"] == [] and all(g["processes"] == [] for g in facts["gpus"]), facts["processes"]
+    facts = {k: v for k, v in facts.items() if k != "processes"}
+    facts["gpus"] = [{k: v for k, v in g.items() if k != "processes"} for g in facts["gpus"]]
+    return facts

@@ -146,8 +146,15 @@ def parse_query_xml(text):
             "architecture": _text(gpu.findtext("product_architecture")),
             "addressing_mode": _text(gpu.findtext("addressing_mode")),
             "memory_total": gpu.findtext("fb_memory_usage/total"),
+            "processes": [_process(info) for info in gpu.findall("processes/process_info")],
         }
     return result
+
+
+def _process(info):
+    """One ``<process_info>`` entry: who holds GPU memory (``used_memory`` is printed as "20998 MiB")."""
+    return {"pid": _number(info.findtext("pid"), int), "name": _text(info.findtext("process_name")),
+            "type": _text(info.findtext("type")), "used_memory_mib": _number(info.findtext("used_memory"), int)}
 
 
 def parse_proc_driver_version(text):
@@ -203,6 +210,8 @@ def normalise_gpu(raw, xml_gpu=None):
         "power_limit_w": _number(raw.get("power.limit")),
         "persistence_mode": _text(raw.get("persistence_mode")),
         "mig_mode": _text(raw.get("mig.mode.current")),
+        # Other workloads on the card (from -q -x): vLLM sizes its share against the whole card's memory.
+        "processes": list(xml_gpu.get("processes") or []),
     }
 
 
@@ -313,6 +322,7 @@ def build_facts(query_csv, query_xml=None, proc_version=None, profiles=None):
         "profile": profile,
         "profile_supported": profile is not None,
         "profile_reason": reason if profile else "unsupported: %s" % reason,
+        "processes": [dict(p, gpu=g["index"]) for g in gpus for p in g["processes"]],
     }
 
 
@@ -335,4 +345,5 @@ def absent_facts(reason, proc_version=None):
         "profile": None,
         "profile_supported": False,
         "profile_reason": "unsupported: %s" % reason,
+        "processes": [],
     }

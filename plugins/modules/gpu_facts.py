@@ -144,6 +144,14 @@ ansible_facts:
           type: str
           sample: "unsupported: NVIDIA H200 is compute capability 9.0 (Hopper); NVFP4 needs Blackwell's FP4
             tensor cores (10.x/12.x)"
+        processes:
+          description:
+            - Processes holding GPU memory (from C(nvidia-smi -q -x)), each with C(pid), C(name), C(type),
+              C(used_memory_mib) and the C(gpu) index; empty on an idle card or without the XML query.
+            - Preflight warns when it is not empty, because vLLM sizes its share against the whole card.
+          type: list
+          elements: dict
+          sample: [{"pid": 441, "name": "python3", "type": "C", "used_memory_mib": 20998, "gpu": 0}]
 """
 
 import os

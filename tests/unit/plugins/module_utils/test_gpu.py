@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import gpu
-from conftest import REPO
+from conftest import REPO, without_processes
 
 FIXTURES = REPO / "tests/unit/fixtures"
 
@@ -91,9 +91,21 @@ def test_local_parse_equals_what_the_module_returned_on_the_device(name):
     """The module ran on the real host (capture.sh); parsing the same capture here gives the same facts."""
     device = json.loads(_read(name, "gpu_facts-module.json"))["ansible_facts"]["sparkfleet_gpu"]
     profiles = json.loads(_read(name, "profiles.json"))["preflight_profiles"]
-    assert build(name, profiles) == device
+    assert without_processes(build(name, profiles)) == device
     builtin = json.loads(_read(name, "gpu_facts-builtin-profiles.json"))["ansible_facts"]["sparkfleet_gpu"]
-    assert build(name, None) == builtin
+    assert without_processes(build(name, None)) == builtin
+
+
+def test_other_processes_on_the_card_are_listed_with_their_memory():
+    """A real H200 while another process holds 20 GiB (tests/unit/fixtures/nvidia-h200-busy)."""
+    busy = FIXTURES / "nvidia-h200-busy"
+    csv = _read("nvidia-h200", "nvidia-smi-query.csv")
+    facts = gpu.build_facts(csv, (busy / "nvidia-smi-q-with-process.xml").read_text(), None, None)
+    # nvidia-smi --query-compute-apps printed the same process: "441, python3, 20998 MiB".
+    assert "441, python3, 20998 MiB" in (busy / "nvidia-smi-compute-apps.csv").read_text()
+    assert facts["processes"] == [{"pid": 441, "name": "python3", "type": "C", "used_memory_mib": 20998, "gpu": 0}]
+    assert facts["gpus"][0]["processes"] == [{"pid": 441, "name": "python3", "type": "C", "used_memory_mib": 20998}]
+    assert build("nvidia-h200", None)["processes"] == []
 
 
 def test_unified_memory_csv_alone_is_enough():
