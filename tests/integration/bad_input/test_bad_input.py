@@ -26,8 +26,9 @@ set as a fact) is a controller file, not a host change, but the recap would
 count it. Cases on inventories/local use their own service name and port
 (vllm-serve-badinput, 18410) so that a case the roles failed to refuse can never
 restart the demo's server on port 8000; runs on the local pair limit the host
-and cluster plays to no host (host_hosts / cluster_group), so a missed refusal
-ends the run after preflight instead of installing Docker here.
+and cluster plays to no host (host_hosts / cluster_group), while the plan and preflight
+keep the pair as vllm_cluster, so a missed refusal ends the run after preflight
+instead of installing Docker here.
 
 Model, drafter, profile, objective and runtime names are matched
 case-insensitively by design (the planner lower-cases them): `31B` and `MTP`
@@ -385,7 +386,11 @@ def run_case(item, inventories):
     if item.inventory == "local":
         extra.update(vllm_native_service_name=LOCAL_SERVICE, vllm_port=LOCAL_PORT)
     if item.inventory == "local_pair":
-        extra.update(host_hosts="sparkfleet_no_host", cluster_group="sparkfleet_no_host")
+        # Host set-up and the cluster plays match no host (cluster_group names no group); the plan and preflight
+        # still take the pair as the cluster vllm_cluster, so their cluster checks run and must refuse.
+        extra.update(host_hosts="sparkfleet_no_host", cluster_group="sparkfleet_no_host",
+                     plan_hosts="vllm_cluster", preflight_hosts="vllm_cluster",
+                     plan_cluster_group="vllm_cluster", preflight_cluster_group="vllm_cluster")
     extra.update(item.extra)
     cmd = [tool("ansible-playbook"), str(REPO / item.playbook), "-i", inventory, "-e", json.dumps(extra)]
     before = snapshot() if item.inventory == "local" else None
