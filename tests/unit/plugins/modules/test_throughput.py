@@ -80,14 +80,14 @@ def _paced(source, monkeypatch, delays):
 
 def test_a_calibrated_gate_fails_when_every_measured_run_is_slower(source, monkeypatch):
     # 40x slower steps in each measured run than in the calibration before it: the retry cannot rescue it.
-    calls = _paced(source, monkeypatch, [0.0005, 0.02, 0.0005, 0.02])
+    calls = _paced(source, monkeypatch, [0.0005, 0.02] * throughput.CALIBRATION_ATTEMPTS)
     kind, res = run_module(throughput, {"url": source.url, "model": "fake", "output_tokens": 16, "warmup": 0,
                                         "baseline": {"calibrate": True}})
-    assert calls == [16, 16, 16, 16]
+    assert calls == [16] * 2 * throughput.CALIBRATION_ATTEMPTS == [16] * 6
     assert kind == "fail" and "below baseline" in res["msg"] and "calibrated on this machine" in res["msg"], res["msg"]
-    assert "measured 2 times" in res["msg"]
+    assert "measured 3 times" in res["msg"]
     attempts = res["result"]["sparkfleet"]["calibration_attempts"]
-    assert [a["passed"] for a in attempts] == [False, False]
+    assert [a["passed"] for a in attempts] == [False, False, False]
 
 
 def test_a_calibrated_gate_measures_a_miss_once_more(source, monkeypatch):
