@@ -32,9 +32,8 @@ export SPARKFLEET_DEVICE_PORT=${SPARKFLEET_DEVICE_PORT:-8000}
 BASE=http://127.0.0.1:$SPARKFLEET_DEVICE_PORT
 rm -rf "$R"; mkdir -p "$R/logs" "$R/bin" "$SPARKFLEET_DEVICE_STATE" "$OUT" /tmp/kit "$SPARKFLEET_DEVICE_SITE"
 : > "$R/summary.txt"
-log() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$R/summary.txt"; }
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+# shellcheck source=tests/harness/device/lib.sh
+. "$REPO/tests/harness/device/lib.sh"
 finish() {
   nvidia-smi --query-gpu=memory.used,memory.total --format=csv > "$R/logs/nvidia-smi-end.csv" 2>&1
   cp "$R/summary.txt" "$OUT/summary.txt"
@@ -45,13 +44,7 @@ finish() {
 
 # 1. the kit
 if [ -z "${SKIP_KIT:-}" ]; then
-  cp .whl-gpu/p*/kit.part-* .whl-gpu/p*/kit.sha256 /tmp/kit/ 2>/dev/null
-  want=$(cut -d' ' -f1 /tmp/kit/kit.sha256)
-  got=$(cat /tmp/kit/kit.part-* | sha256sum | cut -d' ' -f1)
-  [ "$want" = "$got" ] || { log "kit checksum mismatch ($got != $want): a part is missing"; finish 1; }
-  s=$(now)
-  cat /tmp/kit/kit.part-* | xz -d -T0 | tar -C "$SPARKFLEET_DEVICE_SITE" -xf - || { log "unpack failed"; finish 1; }
-  log "kit unpacked in $(since "$s") s"
+  unpack_kit "$SPARKFLEET_DEVICE_SITE"
 fi
 export PYTHONPATH=$SPARKFLEET_DEVICE_SITE
 "$PY" -c 'import ansible, jinja2, yaml, cryptography, packaging, resolvelib

@@ -23,9 +23,8 @@ REPO=$PWD
 R=/tmp/gpu-run
 mkdir -p "$R/logs" /tmp/kit /tmp/site
 : > "$R/summary.txt"
-log() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$R/summary.txt"; }
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+# shellcheck source=tests/harness/device/lib.sh
+. "$REPO/tests/harness/device/lib.sh"
 finish() {
   nvidia-smi --query-gpu=memory.used,memory.total --format=csv > "$R/logs/nvidia-smi-end.csv" 2>&1
   cp "$R/summary.txt" "$OUT/summary.txt"
@@ -35,14 +34,7 @@ finish() {
 }
 
 # 1. the kit
-cp .whl-gpu/p*/kit.part-* .whl-gpu/p*/kit.sha256 /tmp/kit/ 2>/dev/null
-( cd /tmp/kit && ls kit.part-* | tr '\n' ' ' ) | tee -a "$R/summary.txt"; echo | tee -a "$R/summary.txt"
-want=$(cut -d' ' -f1 /tmp/kit/kit.sha256)
-got=$(cat /tmp/kit/kit.part-* | sha256sum | cut -d' ' -f1)
-[ "$want" = "$got" ] || { log "kit checksum mismatch ($got != $want): a part is missing"; finish 1; }
-s=$(now)
-cat /tmp/kit/kit.part-* | xz -d -T0 | tar -C /tmp/site -xf - || { log "unpack failed"; finish 1; }
-log "kit unpacked in $(since "$s") s: $(du -sm /tmp/site | cut -f1) MiB"
+unpack_kit /tmp/site
 export PYTHONPATH=/tmp/site:$REPO/.collections
 # The server's own import chain first: a kit that does not fit the image fails here in seconds.
 python3 -c 'import vllm.entrypoints.openai.api_server, vllm.benchmarks.serve, torch, vllm
