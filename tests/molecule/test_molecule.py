@@ -10,6 +10,7 @@ import concurrent.futures
 import os
 import pathlib
 import re
+import secrets
 import shlex
 import subprocess
 import sysconfig
@@ -23,6 +24,10 @@ from conftest import REPO, require, run, tool
 HARNESS = REPO / "tests" / "harness"
 LOG_DIR = REPO / "tests" / "output" / "molecule"
 SCENARIOS = sorted(REPO.glob("roles/*/molecule/*/molecule.yml"))
+# What every scenario shares (driver, provisioner, the operator login, the sequence); `molecule --base-config`.
+BASE = REPO / "tests" / "molecule" / "base.yml"
+# The operator login's sudo password: random per run, given to Molecule's provisioner only through the environment.
+BECOME_PASSWORD = secrets.token_urlsafe(18)
 REQUIRED_SEQUENCE = ["create", "prepare", "check", "converge", "idempotence", "verify", "destroy"]
 APTREPO_DIR = os.environ.get("SPARKFLEET_APTREPO_DIR", "/var/tmp/sparkfleet-aptrepo")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -45,6 +50,32 @@ def image_env():
 def load(path):
     # molecule.yml interpolates ${VAR:-default}; YAML reads it as a plain string.
     return yaml.safe_load(path.read_text())
+
+
+def merge(base, over):
+    """Molecule's deep merge of a base config and a scenario: mappings merge, anything else is the scenario's."""
+    if isinstance(base, dict) and isinstance(over, dict):
+        merged = dict(base)
+        for key, value in over.items():
+            merged[key] = merge(base[key], value) if key in base else value
+        return merged
+    return over
+
+
+def included_roles(node):
+    """The role names every include_role / import_role in a playbook names."""
+    if isinstance(node, list):
+        return [name for item in node for name in included_roles(item)]
+    if isinstance(node, dict):
+        found = [node[key]["name"] for key in ("ansible.builtin.include_role", "ansible.builtin.import_role")
+                 if isinstance(node.get(key), dict)]
+        return found + [name for value in node.values() for name in included_roles(value)]
+    return []
+
+
+def scenario_config(path):
+    """The configuration Molecule runs: tests/molecule/base.yml with the scenario's molecule.yml on top."""
+    return merge(load(BASE), load(path))
 
 
 # Words that are Jinja syntax or literals, not facts read from the host.
@@ -89,13 +120,25 @@ def test_scenarios_exist():
 def test_scenario_follows_house_rules(path):
     """Static: shared image and flags, house sequence, and a verify that asserts."""
     env = image_env()
-    config = load(path)
+    config = scenario_config(path)
     flags = shlex.split(env["SPARKFLEET_RUN_FLAGS"])
     sequence = config["scenario"]["test_sequence"]
     for step in REQUIRED_SEQUENCE:
         assert step in sequence, "%s: test_sequence lacks %s" % (path, step)
     assert sequence.index("check") < sequence.index("converge") < sequence.index("idempotence") < sequence.index("verify")
     assert config["driver"]["name"] == "docker"
+    # The shared parts live in base.yml only, and the instance is reached as the operator login, not root.
+    for key in ("driver", "dependency", "verifier", "scenario", "prerun"):
+        assert key not in load(path), "%s: %s belongs in %s" % (path, key, BASE.relative_to(REPO))
+    login = config["provisioner"]["inventory"]["group_vars"]["all"]
+    assert login["ansible_user"] != "root" and "ansible_become_password" in login, login
+    for name in ("converge.yml", "verify.yml"):
+        plays = yaml.safe_load((path.parent / name).read_text())
+        assert all(play.get("become") is True for play in plays), "%s/%s: every play escalates (sudo)" % (path.parent, name)
+        roles = included_roles(plays)
+        assert (roles or name == "verify.yml") and all(r.startswith("sparkfleet.vllm.") for r in roles), "%s/%s: roles by FQCN: %s" % (path.parent, name, roles)
+    prepare = (path.parent / "prepare.yml").read_text()
+    assert "shared/operator-login.yml" in prepare.split("\n- name:", 2)[1], "%s: prepare starts with the operator login" % path
     for platform in config["platforms"]:
         image = platform["image"]
         assert env["SPARKFLEET_IMAGE"] in image, "%s: image %s is not %s" % (path, image, env["SPARKFLEET_IMAGE"])
@@ -112,6 +155,7 @@ def test_scenario_follows_house_rules(path):
             if flag == "--tmpfs":
                 assert value in tmpfs, "%s: platform lacks tmpfs %s" % (path, value)
     verify = (path.parent / "verify.yml").read_text()
+    assert "shared/tasks/assert-operator-login.yml" in verify, "%s: verify checks the operator login first" % path
     assert "ansible.builtin.assert" in verify and "fail_msg" in verify, "%s: verify.yml asserts nothing" % path
     constant = constant_assertions(yaml.safe_load(verify))
     assert not constant, "%s: verify.yml asserts constants %s" % (path, constant)
@@ -157,11 +201,13 @@ def run_scenario(path, image):
         "SPARKFLEET_APTREPO_DIR": APTREPO_DIR,
         "SPARKFLEET_VENV_COLLECTIONS": sysconfig.get_paths()["purelib"],
         "PATH": "%s:%s" % (pathlib.Path(tool("molecule")).parent, env.get("PATH", "")),
+        "SPARKFLEET_MOLECULE_BECOME_PASSWORD": BECOME_PASSWORD,
         "NO_COLOR": "1", "PY_COLORS": "0", "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1",
     })
     env.pop("ANSIBLE_CONFIG", None)  # molecule writes its own ansible.cfg for the scenario
     started = time.monotonic()
-    proc = run([tool("molecule"), "test", "-s", scenario], cwd=role_dir, env=env, timeout=1200, check=False)
+    proc = run([tool("molecule"), "--base-config", str(BASE), "test", "-s", scenario], cwd=role_dir, env=env,
+               timeout=1200, check=False)
     elapsed = time.monotonic() - started
     output = ANSI.sub("", proc.stdout + proc.stderr)
     LOG_DIR.mkdir(parents=True, exist_ok=True)
@@ -188,7 +234,7 @@ def scenario_runs(docker_image, request):
 def test_scenario_passes(path, scenario_runs):
     role_dir = path.parents[2]
     scenario = path.parent.name
-    config = load(path)
+    config = scenario_config(path)
     returncode, output, elapsed, log = scenario_runs[scenario_id(path)]
     print("%s: molecule test took %.1f s (log: %s)" % (scenario_id(path), elapsed, log))
     assert returncode == 0, "molecule test -s %s in %s exited %s; log %s; tail:\n%s" % (
