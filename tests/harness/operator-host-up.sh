@@ -3,7 +3,7 @@
 # does: over SSH, as an ordinary user with sudo, never as root.
 #
 # One container from the locally built systemd image (tests/harness/image.env)
-# on a private Docker network, with:
+# on a private Docker network, with (tests/harness/sim-host.sh, shared with the simulated cluster's nodes):
 #   - a login account `sparkop` (Debian already has a group named operator) (bash, in no privileged group), reached with a
 #     key this script makes (tests/output/operator/id_ed25519);
 #   - sudo for that account *with a password*: a random one, written only into
@@ -34,30 +34,16 @@ NAME="${OP_NAME:-sparkfleet-op-1}"
 NETWORK="${OP_NETWORK:-sparkfleet-op}"
 SUBNET="${OP_SUBNET:-172.29.48.0/24}"
 ADDR="${SUBNET%.*}.11"
-LOGIN=sparkop
 STATE="$REPO/tests/output/operator"
 KEY="$STATE/id_ed25519"
 LIBNUMA="$(readlink -f "${SIM_LIBNUMA:-/usr/lib/x86_64-linux-gnu/libnuma.so.1}")"
 PYTHON_HOME="$(dirname "$(dirname "$(readlink -f "$REPO/.venv-vllm/bin/python")")")"
 
+# shellcheck source=tests/harness/sim-host.sh
+source "$HERE/sim-host.sh"
+
 log() { printf 'operator-host-up: %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
-
-ssh_ok() {
-  ssh -q -i "$KEY" -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
-    -o ConnectTimeout=3 "$LOGIN@$ADDR" true
-}
-
-# The sudo password, a vault password for it, and the vaulted variable file the playbooks read.
-secrets() {
-  umask 077
-  [[ -s "$STATE/become-password" ]] || "$REPO/.venv/bin/python" -c 'import secrets; print(secrets.token_urlsafe(18))' >"$STATE/become-password"
-  [[ -s "$STATE/vault-pass" ]] || "$REPO/.venv/bin/python" -c 'import secrets; print(secrets.token_urlsafe(24))' >"$STATE/vault-pass"
-  if [[ ! -s "$STATE/become.vault.yml" ]]; then
-    printf -- '---\nvault_operator_become_password: "%s"\n' "$(cat "$STATE/become-password")" >"$STATE/become.vault.yml"
-    "$REPO/.venv/bin/ansible-vault" encrypt --vault-password-file "$STATE/vault-pass" "$STATE/become.vault.yml" >/dev/null
-  fi
-}
 
 network() {
   if ! docker network inspect "$NETWORK" >/dev/null 2>&1; then
@@ -79,25 +65,8 @@ container() {
     -v "$REPO/.venv-vllm:$REPO/.venv-vllm:ro" \
     -v "$LIBNUMA:/usr/lib/x86_64-linux-gnu/libnuma.so.1:ro" \
     "$SPARKFLEET_IMAGE" >/dev/null
-  for _ in $(seq 1 60); do
-    docker exec "$NAME" systemctl is-system-running 2>/dev/null | grep -qE 'running|degraded' && break
-    sleep 0.5
-  done
-  # The account, its key, password sudo, no root over SSH. Only the password's hash enters the container.
-  docker exec -i "$NAME" bash -euo pipefail -c "
-    chmod 0711 /root
-    id $LOGIN >/dev/null 2>&1 || useradd --create-home --shell /bin/bash $LOGIN
-    install -d -m 0700 -o $LOGIN -g $LOGIN /home/$LOGIN/.ssh
-    cat >/home/$LOGIN/.ssh/authorized_keys
-    chown $LOGIN:$LOGIN /home/$LOGIN/.ssh/authorized_keys
-    chmod 0600 /home/$LOGIN/.ssh/authorized_keys
-    printf '%s ALL=(ALL:ALL) ALL\n' $LOGIN >/etc/sudoers.d/$LOGIN
-    chmod 0440 /etc/sudoers.d/$LOGIN
-    printf 'PermitRootLogin no\nPasswordAuthentication no\n' >/etc/ssh/sshd_config.d/sparkfleet.conf
-    systemctl enable ssh >/dev/null 2>&1 || true
-    systemctl restart ssh
-  " <"$KEY.pub"
-  printf '%s:%s\n' "$LOGIN" "$(cat "$STATE/become-password")" | docker exec -i "$NAME" chpasswd
+  sim_host_wait_systemd "$NAME"
+  sim_host_login "$NAME" "$KEY" "$STATE"
 }
 
 start=$SECONDS
@@ -106,18 +75,18 @@ bash "$HERE/docker-up.sh"
 bash "$HERE/vllm-cpu-env.sh" "$REPO/.venv-vllm"
 mkdir -p "$STATE"
 [[ -f "$KEY" ]] || ssh-keygen -q -t ed25519 -N '' -C sparkfleet-operator -f "$KEY"
-secrets
+sim_host_secrets "$STATE"
 network
-if [[ "$(docker inspect -f '{{.State.Running}}' "$NAME" 2>/dev/null)" == "true" ]] && ssh_ok; then
-  log "$NAME already answers over SSH as $LOGIN"
+if [[ "$(docker inspect -f '{{.State.Running}}' "$NAME" 2>/dev/null)" == "true" ]] && sim_host_ssh_ok "$ADDR" "$KEY"; then
+  log "$NAME already answers over SSH as $SIM_LOGIN"
   exit 0
 fi
 container
 for _ in $(seq 1 40); do
-  if ssh_ok; then
-    log "$NAME answers over SSH as $LOGIN at $ADDR after $((SECONDS - start)) s"
+  if sim_host_ssh_ok "$ADDR" "$KEY"; then
+    log "$NAME answers over SSH as $SIM_LOGIN at $ADDR after $((SECONDS - start)) s"
     exit 0
   fi
   sleep 0.5
 done
-die "$NAME ($ADDR) does not answer over SSH as $LOGIN"
+die "$NAME ($ADDR) does not answer over SSH as $SIM_LOGIN"
