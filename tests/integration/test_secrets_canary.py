@@ -5,7 +5,7 @@ ANSIBLE_DISPLAY_ARGS_TO_STDOUT=True (the strict setting: every task's arguments
 are printed) and the jsonfile fact cache on. The key and the token are given the
 way operators give them (the secrets contract, docs/security.md): only as the
 variables vllm_api_key and vllm_hf_token in an Ansible Vault-encrypted vars file
-(-e @secrets.yml --vault-password-file), while the controller's environment holds
+(-e @canary-secrets.yml --vault-password-file; tests/canary.py), while the controller's environment holds
 *different* values (decoys) for VLLM_API_KEY and HF_TOKEN. The key carries every
 printable character the planner accepts in a key ($ quotes backslash # backquote;
 the planner refuses whitespace), so it must survive the env-file round trip.
@@ -22,10 +22,8 @@ download uses it); port 18300 and service vllm-serve-canary are this test's own.
 The throughput gate runs with a short output and the inventory's own floor against
 the stand-in's calibration (measured on this server in the same run), so it can fail.
 """
-import contextlib
 import json
 import pathlib
-import secrets
 import shlex
 import stat
 import subprocess
@@ -33,8 +31,8 @@ import urllib.error
 import urllib.request
 
 import pytest
-import yaml
 
+from canary import Canary, command_lines, run_sampled
 from conftest import REPO, ansible_env, require, run, tool, wait_for_health
 
 PORT = 18300
@@ -44,13 +42,11 @@ CONFIG_DIR = pathlib.Path("/etc/sparkfleet/%s" % SERVICE)
 LOG_FILE = pathlib.Path("/var/log/sparkfleet/%s.log" % SERVICE)
 PID_FILE = pathlib.Path("/run/%s.pid" % SERVICE)
 UNIT_FILE = pathlib.Path("/etc/systemd/system/%s.service" % SERVICE)
-# Each value starts with a unique mark that any encoding of it (JSON, YAML, shell quoting) still shows whole.
-HF_MARK, KEY_MARK = "hf_CANARY%s" % secrets.token_hex(8), "sk-CANARY%s" % secrets.token_hex(8)
-HF_CANARY = HF_MARK
-KEY_CANARY = KEY_MARK + "$y'q\"\\#x`$(id)${HOME}"
-HF_DECOY, KEY_DECOY = "hf_DECOY%s" % secrets.token_hex(8), "sk-DECOY%s" % secrets.token_hex(8)
-MARKS = (("HF_TOKEN", HF_MARK), ("VLLM_API_KEY", KEY_MARK), ("HF_TOKEN decoy", HF_DECOY),
-         ("VLLM_API_KEY decoy", KEY_DECOY))
+# The planted values and their marks (tests/canary.py, shared with the compose and cluster canaries).
+CANARY = Canary("native")
+HF_MARK, KEY_MARK, HF_CANARY, KEY_CANARY = CANARY.hf_mark, CANARY.key_mark, CANARY.hf, CANARY.key
+HF_DECOY, KEY_DECOY = CANARY.hf_decoy, CANARY.key_decoy
+leaks = CANARY.leaks
 
 
 def status_of(url, api_key=None):
@@ -71,48 +67,20 @@ def canary_deploy(vllm_cpu_venv, tmp_path_factory):
         "plan_dir": str(work / "plans"), "vllm_results_dir": str(work / "results"),
         "vllm_bench_output_tokens": 128,
     }
-    vault_file, password_file = work / "secrets.yml", work / "vault-password"
-    vault_file.write_text(yaml.safe_dump({"vllm_api_key": KEY_CANARY, "vllm_hf_token": HF_CANARY}))
-    password_file.write_text(secrets.token_hex(16) + "\n")
-    run([tool("ansible-vault"), "encrypt", "--vault-password-file", str(password_file), str(vault_file)])
-    assert not leaks(vault_file.read_text()), "the vars file is not encrypted"
-    env = ansible_env(HF_TOKEN=HF_DECOY, VLLM_API_KEY=KEY_DECOY, ANSIBLE_DISPLAY_ARGS_TO_STDOUT="True",
+    vault = CANARY.vault(work, tool("ansible-vault"))
+    env = ansible_env(**CANARY.decoy_env(), ANSIBLE_DISPLAY_ARGS_TO_STDOUT="True",
                       ANSIBLE_CACHE_PLUGIN="ansible.builtin.jsonfile", ANSIBLE_CACHE_PLUGIN_CONNECTION=str(work / "facts"),
                       ANSIBLE_GATHERING="smart")
     cmd = [tool("ansible-playbook"), str(REPO / "site.yml"), "-i", str(REPO / "inventories/local"), "-vvv",
-           "--vault-password-file", str(password_file), "-e", "@" + str(vault_file), "-e", json.dumps(extra)]
-    out_file, err_file = work / "stdout.txt", work / "stderr.txt"
-    with out_file.open("w") as out, err_file.open("w") as err:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=err, text=True)
-    # While the deploy runs, read every process's command line twice a second, straight from /proc (what ps
-    # shows); short-lived commands (a download, a module's helper) live for seconds, not minutes.
-    ps_samples = []
+           *vault, "-e", json.dumps(extra)]
+    # While the deploy runs, every process's command line twice a second, straight from /proc (what ps shows).
     try:
-        while proc.poll() is None:
-            ps_samples.append(command_lines())
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=CMDLINE_SAMPLE_S)
-        stdout, stderr = out_file.read_text(errors="replace"), err_file.read_text(errors="replace")
-        yield {"rc": proc.returncode, "stdout": stdout, "stderr": stderr, "work": work, "ps": ps_samples}
+        rc, stdout, stderr, ps_samples = run_sampled(cmd, work, command_lines, CMDLINE_SAMPLE_S, cwd=REPO, env=env)
+        yield {"rc": rc, "stdout": stdout, "stderr": stderr, "work": work, "ps": ps_samples}
     finally:
-        if proc.poll() is None:
-            proc.kill()
         stop_extra = {"vllm_native_service_name": SERVICE}
         run([tool("ansible-playbook"), str(REPO / "playbooks/stop.yml"), "-i", str(REPO / "inventories/local"),
              "-e", json.dumps(stop_extra)], env=ansible_env(), check=False, timeout=300)
-
-
-def command_lines():
-    """Every process's argv as `ps -eo args` prints it, one per line, read from /proc."""
-    lines = []
-    for cmdline in pathlib.Path("/proc").glob("[0-9]*/cmdline"):
-        with contextlib.suppress(OSError):
-            lines.append(cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace").strip())
-    return "\n".join(line for line in lines if line)
-
-
-def leaks(text):
-    return [name for name, mark in MARKS if mark in text]
 
 
 def files_under(*roots):
