@@ -434,3 +434,55 @@ def test_a_workflow_of_unknown_templates_is_refused(tmp_path):
         assert proc.returncode != 0, nodes
         assert "Workflow Broken: each node names a job template" in proc.stdout, proc.stdout[-3000:]
 
+
+# docs/awx.md names what awx/vars/main.yml defines, so the two cannot disagree again.
+
+
+def _doc_table(first_header):
+    """The rows (lists of cells) of the docs/awx.md table whose header starts with `first_header`."""
+    lines = (REPO / "docs/awx.md").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| %s |" % first_header))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return rows
+
+
+def _survey_cell(template):
+    """The survey as docs/awx.md lists it: question names without their parenthesis, `(required)` marked."""
+    labels = ["%s%s" % (q["question_name"].split(" (")[0], " (required)" if q["required"] else "")
+              for q in questions(template).values()]
+    return ", ".join(labels) or "none"
+
+
+def test_docs_name_every_template_with_its_playbook(awx_vars, templates):
+    rows = {row[0]: row for row in _doc_table("Job template")}
+    defined = {t["name"]: t for t in awx_vars["awx_job_templates"]}
+    assert set(rows) == set(defined), "docs/awx.md lists %s, awx/vars/main.yml defines %s" % (sorted(rows), sorted(defined))
+    for name, template in defined.items():
+        _name, playbook, does, survey, changes = rows[name]
+        assert playbook == "`%s`" % template["playbook"], name
+        assert does == template["description"], name
+        assert survey == _survey_cell(templates[name]), name
+        escalates = any(play.get("become") is True for _source, play in _plays(REPO / template["playbook"]))
+        assert changes.startswith("yes") == escalates, "%s: docs say %r, plays with become: true: %s" % (name, changes, escalates)
+
+
+def test_docs_name_every_workflow_with_its_nodes(awx_vars, workflows):
+    rows = {row[0]: row for row in _doc_table("Workflow")}
+    defined = {w["name"]: w for w in awx_vars["awx_workflows"]}
+    assert set(rows) == set(defined), "docs/awx.md lists %s, awx/vars/main.yml defines %s" % (sorted(rows), sorted(defined))
+    playbooks = {t["name"]: t["playbook"] for t in awx_vars["awx_job_templates"]}
+    for name, workflow in defined.items():
+        _name, runs, does, survey = rows[name]
+        for node in workflow["nodes"]:
+            assert "%s (`%s`)" % (node["template"], playbooks[node["template"]]) in runs, (name, node["template"])
+            for relation in ("success", "failure"):
+                for child in node.get(relation, []):
+                    assert "on %s %s" % (relation, child) in runs, (name, relation, child)
+        if not any(node.get("failure") for node in workflow["nodes"]):
+            assert "no failure path" in runs, name
+        assert does == workflow["description"], name
+        assert survey == _survey_cell(workflows[name]), name
