@@ -32,21 +32,35 @@ def ansible_env():
     return env
 
 
-def render(dest, secret_env=None):
-    """Run awx/configure.yml in render mode; return (job templates, objects, stdout).
+def render_process(dest, secret_env=None, extra_vars=None):
+    """Run awx/configure.yml in render mode into `dest`; return the finished process.
 
-    The secrets come only from `secret_env` (the caller's environment's are dropped)."""
-    dest = pathlib.Path(dest)
+    The secrets come only from `secret_env` (the caller's environment's are dropped); `extra_vars`
+    (a dict) overrides awx/vars/main.yml as -e does."""
     env = {k: v for k, v in ansible_env().items() if k not in SECRET_ENV}
     env.update(secret_env or {})
     cmd = [str(VENV_BIN / "ansible-playbook"), "awx/configure.yml", "--tags", "render",
            "-e", "awx_render_only=true", "-e", "awx_render_dir=%s" % dest]
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
-                          check=False)
+    if extra_vars:
+        cmd += ["-e", json.dumps(extra_vars)]
+    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+def render(dest, secret_env=None):
+    """Run awx/configure.yml in render mode; return (job templates, objects, stdout).
+
+    The workflows it renders beside them are read with read_workflows(dest)."""
+    dest = pathlib.Path(dest)
+    proc = render_process(dest, secret_env=secret_env)
     assert proc.returncode == 0, "render failed (%s)\n%s\n%s" % (proc.returncode, proc.stdout[-6000:], proc.stderr[-4000:])
     templates = json.loads((dest / "job_templates.json").read_text())
     objects = json.loads((dest / "objects.json").read_text())
     return templates, objects, proc.stdout + proc.stderr
+
+
+def read_workflows(dest):
+    """The workflow definitions render() wrote into `dest`."""
+    return json.loads((pathlib.Path(dest) / "workflow_job_templates.json").read_text())
 
 
 def short_name(template):

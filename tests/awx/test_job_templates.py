@@ -1,29 +1,46 @@
-"""awx/configure.yml: the survey specs and job template definitions it would
-send to AWX (rendered offline with --tags render), checked against AWX's own
-survey rules (a JSON schema of the survey_spec endpoint plus the cross-item
-rules), against the catalog the choices must come from, and against the
-playbooks they launch. Also syntax-check and ansible-lint production."""
+"""awx/configure.yml: the survey specs, job template and workflow definitions
+it would send to AWX (rendered offline with --tags render), checked against
+AWX's own survey rules (a JSON schema of the survey_spec endpoint plus the
+cross-item rules), against the catalog the choices must come from, against
+the playbooks they launch, and against docs/awx.md, which must name the same
+templates and workflows. Also syntax-check and ansible-lint production."""
 import json
 import re
 
 import pytest
 import yaml
-from awx_harness import SCHEMA, SECRET_ENV, canaries, render, short_name
+from awx_harness import SCHEMA, SECRET_ENV, canaries, read_workflows, render, render_process, short_name
 
 from conftest import REPO, require, run, tool
 
 TEMPLATES = ("Deploy", "Verify & benchmark", "Swap model", "Status", "Stop")
+WORKFLOWS = ("Deploy and verify",)
 
 
 @pytest.fixture(scope="module")
-def rendered(tmp_path_factory):
+def render_dir(tmp_path_factory):
     require(tool("ansible-playbook"), "ansible-playbook (run `make venv`)")
-    return render(tmp_path_factory.mktemp("awx-render"))
+    return tmp_path_factory.mktemp("awx-render")
+
+
+@pytest.fixture(scope="module")
+def rendered(render_dir):
+    return render(render_dir)
 
 
 @pytest.fixture(scope="module")
 def templates(rendered):
     return {short_name(t): t for t in rendered[0]}
+
+
+@pytest.fixture(scope="module")
+def workflows(rendered, render_dir):
+    return {short_name(w): w for w in read_workflows(render_dir)}
+
+
+@pytest.fixture(scope="module")
+def awx_vars():
+    return yaml.safe_load((REPO / "awx/vars/main.yml").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -300,3 +317,172 @@ def test_escalation_is_the_playbooks_own(templates):
         assert template["become_enabled"] is False, name
         escalating = [play for _source, play in _plays(REPO / template["playbook"]) if play.get("become") is True]
         assert bool(escalating) == changing[name], "%s: plays with become: true %s" % (name, escalating)
+
+
+# The workflows (awx_workflows): nodes, edges, the templates they run, what they ask at launch.
+
+
+def _children(workflow, relation):
+    return {node["identifier"]: [child["identifier"] for child in node["related"].get(relation, [])]
+            for node in workflow["workflow_nodes"]}
+
+
+def test_every_issue_workflow_is_defined(workflows):
+    assert set(WORKFLOWS) <= set(workflows), sorted(workflows)
+
+
+def test_deploy_and_verify_runs_verify_only_after_a_successful_deploy(workflows):
+    workflow = workflows["Deploy and verify"]
+    assert [node["identifier"] for node in workflow["workflow_nodes"]] == ["Deploy", "Verify & benchmark"]
+    assert _children(workflow, "success_nodes") == {"Deploy": ["Verify & benchmark"], "Verify & benchmark": []}
+    # No failure path: AWX counts a failure (or always) child as handling the failure, and would call a
+    # workflow whose Deploy failed successful.
+    assert _children(workflow, "failure_nodes") == {"Deploy": [], "Verify & benchmark": []}
+    assert not any("always_nodes" in node["related"] for node in workflow["workflow_nodes"])
+
+
+def test_workflow_graphs_are_trees_of_their_own_nodes(workflows):
+    """One root, every edge to a node of the same workflow, no node with two parents, no cycle: what AWX
+    refuses (or, for a missing identifier, what the awx.awx module fails on half-way through)."""
+    for name, workflow in workflows.items():
+        identifiers = [node["identifier"] for node in workflow["workflow_nodes"]]
+        assert len(identifiers) == len(set(identifiers)), "%s: repeated nodes %s" % (name, identifiers)
+        edges = [(parent, child) for relation in ("success_nodes", "failure_nodes")
+                 for parent, children in _children(workflow, relation).items() for child in children]
+        assert {child for _parent, child in edges} <= set(identifiers), "%s: edges %s" % (name, edges)
+        parents = [child for _parent, child in edges]
+        assert len(parents) == len(set(parents)), "%s: a node with two parents in %s" % (name, edges)
+        roots = [i for i in identifiers if i not in parents]
+        assert len(roots) == 1, "%s: roots %s" % (name, roots)
+        reached, frontier = set(), roots
+        while frontier:
+            reached.update(frontier)
+            frontier = [child for parent, child in edges if parent in frontier and child not in reached]
+        assert reached == set(identifiers), "%s: unreachable nodes (a cycle) %s" % (name, set(identifiers) - reached)
+
+
+def test_workflow_nodes_run_the_defined_templates(workflows, templates, awx_vars):
+    """Each node looks its job template up by the prefixed name configure.yml gives it, in the organization."""
+    for name, workflow in workflows.items():
+        data = next(w for w in awx_vars["awx_workflows"] if w["name"] == name)
+        assert [node["identifier"] for node in workflow["workflow_nodes"]] == [n["template"] for n in data["nodes"]]
+        for node in workflow["workflow_nodes"]:
+            ujt = node["unified_job_template"]
+            assert ujt["type"] == "job_template", (name, node)
+            assert ujt["organization"] == {"name": awx_vars["awx_organization"]}, (name, node)
+            assert ujt["name"] == "%s / %s" % (awx_vars["awx_name_prefix"], node["identifier"]), (name, node)
+            assert node["identifier"] in templates, "%s: node %s runs no defined job template" % (name, node)
+            assert templates[node["identifier"]]["name"] == ujt["name"], (name, node)
+
+
+def test_workflow_launch_prompts(workflows, templates):
+    """Templates have no inventory, so the workflow asks for it (and the limit) and hands it to its nodes; AWX
+    does that only for templates that ask too. A node sets no prompt itself: AWX would then check all of
+    them and refuse the node for its template's missing inventory."""
+    for name, workflow in workflows.items():
+        assert workflow["ask_inventory_on_launch"] is True, name
+        assert workflow["ask_limit_on_launch"] is True, name
+        assert workflow["ask_variables_on_launch"] is False, name
+        assert workflow["allow_simultaneous"] is False, name
+        assert "inventory" not in workflow and "extra_vars" not in workflow, name
+        for node in workflow["workflow_nodes"]:
+            assert set(node) == {"identifier", "unified_job_template", "related"}, (name, node)
+            template = templates[node["identifier"]]
+            assert template["ask_inventory_on_launch"] is True and template["ask_limit_on_launch"] is True, (name, node)
+
+
+def test_workflow_survey_asks_each_node_question_once(workflows, templates):
+    """AWX gives a workflow's survey answers to every node's job. The workflow asks the union of its
+    nodes' questions, each as the node's own survey asks it, required where a node requires it."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
+    for name, workflow in workflows.items():
+        node_templates = [templates[node["identifier"]] for node in workflow["workflow_nodes"]]
+        expected = {}
+        for template in node_templates:
+            for variable, question in questions(template).items():
+                seen = expected.setdefault(variable, dict(question))
+                assert {k: v for k, v in seen.items() if k != "required"} == \
+                    {k: v for k, v in question.items() if k != "required"}, (name, variable)
+                seen["required"] = seen["required"] or question["required"]
+        assert workflow["survey_enabled"] is bool(expected), name
+        if not expected:
+            assert workflow["survey_spec"] == {}, name
+            continue
+        errors = sorted(validator.iter_errors(workflow["survey_spec"]), key=str)
+        assert not errors, "%s: %s" % (name, "; ".join(e.message for e in errors))
+        assert list(questions(workflow)) == list(expected), name
+        assert questions(workflow) == expected, name
+
+
+def test_workflow_task_sends_the_rendered_definition(workflows):
+    task = _awx_task("workflow_job_template")
+    assert task["organization"] == "{{ awx_organization }}"
+    assert "inventory" not in task
+    for key in next(iter(workflows.values())):
+        assert task[key] == "{{ item.%s }}" % key, key
+
+
+def test_a_workflow_of_unknown_templates_is_refused(tmp_path):
+    """A node naming no job template, or an edge to no node, fails configure.yml before anything is sent."""
+    for nodes in ([{"template": "Deploy", "success": ["Verify"]}, {"template": "Verify"}],
+                  [{"template": "Deploy", "success": ["Status"]}],
+                  [{"template": "Deploy"}, {"template": "Deploy"}]):
+        proc = render_process(tmp_path, extra_vars={"awx_workflows": [
+            {"name": "Broken", "description": "", "nodes": nodes}]})
+        assert proc.returncode != 0, nodes
+        assert "Workflow Broken: each node names a job template" in proc.stdout, proc.stdout[-3000:]
+
+
+# docs/awx.md names what awx/vars/main.yml defines, so the two cannot disagree again.
+
+
+def _doc_table(first_header):
+    """The rows (lists of cells) of the docs/awx.md table whose header starts with `first_header`."""
+    lines = (REPO / "docs/awx.md").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| %s |" % first_header))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return rows
+
+
+def _survey_cell(template):
+    """The survey as docs/awx.md lists it: question names without their parenthesis, `(required)` marked."""
+    labels = ["%s%s" % (q["question_name"].split(" (")[0], " (required)" if q["required"] else "")
+              for q in questions(template).values()]
+    return ", ".join(labels) or "none"
+
+
+def test_docs_name_every_template_with_its_playbook(awx_vars, templates):
+    rows = {row[0]: row for row in _doc_table("Job template")}
+    defined = {t["name"]: t for t in awx_vars["awx_job_templates"]}
+    assert set(rows) == set(defined), "docs/awx.md lists %s, awx/vars/main.yml defines %s" % (sorted(rows), sorted(defined))
+    for name, template in defined.items():
+        _name, playbook, does, survey, changes = rows[name]
+        assert playbook == "`%s`" % template["playbook"], name
+        assert does == template["description"], name
+        assert survey == _survey_cell(templates[name]), name
+        escalates = any(play.get("become") is True for _source, play in _plays(REPO / template["playbook"]))
+        assert changes.startswith("yes") == escalates, "%s: docs say %r, plays with become: true: %s" % (name, changes, escalates)
+
+
+def test_docs_name_every_workflow_with_its_nodes(awx_vars, workflows):
+    rows = {row[0]: row for row in _doc_table("Workflow")}
+    defined = {w["name"]: w for w in awx_vars["awx_workflows"]}
+    assert set(rows) == set(defined), "docs/awx.md lists %s, awx/vars/main.yml defines %s" % (sorted(rows), sorted(defined))
+    playbooks = {t["name"]: t["playbook"] for t in awx_vars["awx_job_templates"]}
+    for name, workflow in defined.items():
+        _name, runs, does, survey = rows[name]
+        for node in workflow["nodes"]:
+            assert "%s (`%s`)" % (node["template"], playbooks[node["template"]]) in runs, (name, node["template"])
+            for relation in ("success", "failure"):
+                for child in node.get(relation, []):
+                    assert "on %s %s" % (relation, child) in runs, (name, relation, child)
+        if not any(node.get("failure") for node in workflow["nodes"]):
+            assert "no failure path" in runs, name
+        assert does == workflow["description"], name
+        assert survey == _survey_cell(workflows[name]), name
