@@ -1,8 +1,11 @@
-#!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, sparkfleet.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
+# Documentation only: sparkfleet.vllm.wait_healthy is an action plugin (plugins/action/wait_healthy.py) that
+# probes HTTP from the controller and checks the process and log on the target; the options are
+# plugins/module_utils/health.py's ARGUMENT_SPEC and the waiting logic is health.Waiter.
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -160,58 +163,3 @@ served:
   elements: str
   sample: [tiny]
 """
-
-import os
-import time
-
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import health
-
-
-def main():
-    # Normally the action plugin of the same name runs instead; this path waits from wherever the module runs,
-    # with the process and log checks done locally.
-    module = AnsibleModule(argument_spec=health.ARGUMENT_SPEC, mutually_exclusive=health.MUTUALLY_EXCLUSIVE,
-                           supports_check_mode=True)
-    p = module.params
-    if module.check_mode:
-        module.exit_json(changed=False, skipped=True, msg="check mode: not waiting", phase="starting", elapsed=0.0,
-                         progress=[], served=[])
-    since = time.time()
-    offset = os.path.getsize(p["log_path"]) if p["log_path"] and os.path.exists(p["log_path"]) else 0
-    kind, check_argv = health.process_check(p["service"], p["pidfile"], p["container"])
-    log_argv = health.log_command(p["service"], p["container"], p["log_path"], since, offset)
-    name = p["service"] or p["pidfile"] or p["container"] or ""
-
-    def process_state():
-        if not kind:
-            return None
-        rc, out, err = module.run_command(check_argv)
-        return health.parse_process_check(kind, rc, out, err, name)
-
-    def read_log():
-        if not log_argv:
-            return ""
-        rc, out, err = module.run_command(log_argv)
-        return out + err
-
-    def weights_bytes():
-        argv = health.weights_size_command(p["weights_path"])
-        return health.parse_du(*module.run_command(argv)[:2]) if argv else None
-
-    waiter = health.Waiter(
-        lambda: health.probe(p["url"], p["model"], p["api_key"], p["request_timeout"]),
-        timeout=p["timeout"], interval=p["interval"], progress_every=p["progress_interval"],
-        process_state=process_state, read_log=read_log, weights_bytes=weights_bytes,
-        expected_failures=p["expected_failures"], restart_grace=p["restart_grace"])
-    result = waiter.run()  # carries msg
-    ok = result.pop("ok")
-    result["changed"] = False
-    if not ok:
-        module.fail_json(**result)
-    module.exit_json(**result)
-
-
-if __name__ == "__main__":
-    main()
