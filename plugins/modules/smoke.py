@@ -29,20 +29,6 @@ description:
 author:
   - sparkfleet.vllm contributors (@sparkfleet)
 options:
-  url:
-    description: Base URL of the server, without C(/v1).
-    type: str
-    required: true
-  model:
-    description: Served model name.
-    type: str
-    required: true
-  api_key:
-    description:
-      - API key sent as a bearer token; given, it adds the C(auth) check.
-      - When omitted, the action plugin takes the secrets contract's key on the controller, C(vllm_api_key) (else the
-        controller's C(VLLM_API_KEY)), so playbooks never pass it as a task argument, which task banners print.
-    type: str
   checks:
     description:
       - Checks to run, in this order whatever order they are given in.
@@ -85,6 +71,8 @@ options:
     description: Fail the task when any check fails (expected misses never fail it).
     type: bool
     default: true
+extends_documentation_fragment:
+  - sparkfleet.vllm.http_api
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.

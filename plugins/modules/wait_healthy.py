@@ -16,32 +16,20 @@ module: wait_healthy
 short_description: Wait until a vLLM server answers, or explain why it never will
 version_added: "0.1.0"
 description:
-  - Polls C(/health), then C(/v1/models) for the served name, then one 1-token completion. A refused connection
-    means the server is still starting. Returns the elapsed time and the last phase reached.
+  - Polls C(/health), then C(/v1/models) until it lists O(model), then sends one 1-token completion; O(api_key)
+    goes with the last two. A refused connection means the server is still starting. Returns the elapsed time
+    and the last phase reached.
   - Fails fast, not at the timeout, when the service, start-stop-daemon process or container has exited, or the
     engine log shows a known fatal signature (multimodal token-budget floor, context above the model's maximum,
     KV cache smaller than one request, FlashAttention unsupported, the expert-parallel drafter defect, the MTP
     reduction-dim mismatch, out of memory, a refused 401/403 download, the v0.26 multi-node RPC timeout, a rejected
     command-line flag), and explains the failure.
-  - The action plugin polls HTTP from the controller and runs the process and log checks on the target; at least
-    every 30 seconds it prints the phase, the weights downloaded so far and the elapsed time.
+  - The action plugin polls HTTP from the controller, so O(url) is the address the controller reaches the server
+    at, and runs the process and log checks on the target; at least every 30 seconds it prints the phase, the
+    weights downloaded so far and the elapsed time.
 author:
   - sparkfleet.vllm contributors (@sparkfleet)
 options:
-  url:
-    description: Base URL of the server as the controller reaches it, without C(/v1).
-    type: str
-    required: true
-  model:
-    description: Served model name that C(/v1/models) must list.
-    type: str
-    required: true
-  api_key:
-    description:
-      - API key, sent as a bearer token on C(/v1/models) and the completion.
-      - When omitted, the action plugin takes the secrets contract's key on the controller, C(vllm_api_key) (else the
-        controller's C(VLLM_API_KEY)), so playbooks never pass it as a task argument, which task banners print.
-    type: str
   timeout:
     description: Seconds to wait before giving up.
     type: int
@@ -87,6 +75,8 @@ options:
     description: Seconds without a running process that an expected first-start failure may take to restart.
     type: float
     default: 120.0
+extends_documentation_fragment:
+  - sparkfleet.vllm.http_api
 attributes:
   action:
     description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
