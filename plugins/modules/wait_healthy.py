@@ -76,6 +76,7 @@ options:
     type: float
     default: 120.0
 extends_documentation_fragment:
+  - sparkfleet.vllm.attributes
   - sparkfleet.vllm.http_api
 attributes:
   action:
@@ -83,14 +84,11 @@ attributes:
     support: full
     details: The action plugin polls from the controller and checks the server host through C(ansible.builtin.command).
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: partial
     details: Nothing is started in check mode, so there is nothing to wait for; the task returns at once, unchanged.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   idempotent:
-    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: full
     details: Read-only; never reports a change.
 notes:

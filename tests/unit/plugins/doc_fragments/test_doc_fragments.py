@@ -1,8 +1,9 @@
-"""The HTTP modules' shared options live once, in the sparkfleet.vllm.http_api doc fragment.
+"""The doc fragments: the HTTP modules' shared options live once, in sparkfleet.vllm.http_api.
 
 ansible-doc renders each module with the fragment merged in; the modules' own DOCUMENTATION no longer repeats
 the shared options; the fragment's action group is meta/runtime.yml's; and wait_healthy, documentation only
 now (its action plugin validates against module_utils/health.py), documents exactly that argument spec.
+The standard attribute descriptions (sparkfleet.vllm.attributes) are likewise written once.
 """
 import ast
 import json
@@ -11,7 +12,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.sparkfleet.vllm.plugins.doc_fragments import http_api
+from ansible_collections.sparkfleet.vllm.plugins.doc_fragments import attributes, http_api
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import health
 from ansible_collections.sparkfleet.vllm.plugins.modules import smoke, throughput, wait_healthy
 from conftest import REPO, require, run, tool
@@ -20,19 +21,21 @@ MODULES = {"smoke": smoke, "throughput": throughput, "wait_healthy": wait_health
 FRAGMENT = yaml.safe_load(http_api.ModuleDocFragment.DOCUMENTATION)
 SHARED = sorted(FRAGMENT["options"])
 GROUP = "sparkfleet.vllm.api"
+ALL_MODULES = sorted(p.stem for p in (REPO / "plugins/modules").glob("*.py"))
+ATTRIBUTES = yaml.safe_load(attributes.ModuleDocFragment.DOCUMENTATION)["attributes"]
 
 
-def _ansible_doc(*args):
+def _ansible_doc(modules, *args):
     require(tool("ansible-doc"), "ansible-doc")
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / ".collections"), ANSIBLE_NOCOLOR="1")
-    return run([tool("ansible-doc"), "-t", "module"] + list(args) + ["sparkfleet.vllm.%s" % m for m in MODULES],
+    return run([tool("ansible-doc"), "-t", "module"] + list(args) + ["sparkfleet.vllm.%s" % m for m in modules],
                env=env, timeout=120)
 
 
 @pytest.fixture(scope="module")
 def rendered():
-    """ansible-doc --json for the three modules, in one call."""
-    return json.loads(_ansible_doc("--json").stdout)
+    """ansible-doc --json for every module of the collection, in one call."""
+    return json.loads(_ansible_doc(ALL_MODULES, "--json").stdout)
 
 
 def test_fragment_holds_url_model_api_key():
@@ -57,7 +60,7 @@ def test_shared_options_come_from_the_fragment(rendered, name):
 
 
 def test_ansible_doc_renders_each_module_as_text():
-    text = _ansible_doc().stdout
+    text = _ansible_doc(sorted(MODULES)).stdout
     for name in MODULES:
         assert "> MODULE sparkfleet.vllm.%s " % name in text, text[:2000]
     # Once per module: the fragment's first api_key line and the group note.
@@ -104,3 +107,18 @@ def test_wait_healthy_documents_the_action_plugins_argument_spec(rendered):
     assert health.MUTUALLY_EXCLUSIVE == [["service", "pidfile", "container"]]
     assert any("Only one of O(service), O(pidfile) and O(container)" in note
                for note in rendered["sparkfleet.vllm.wait_healthy"]["doc"]["notes"])
+
+
+@pytest.mark.parametrize("name", ALL_MODULES)
+def test_standard_attribute_descriptions_come_from_the_fragment(rendered, name):
+    own = yaml.safe_load(_docs(REPO / "plugins/modules" / ("%s.py" % name)))
+    doc = rendered["sparkfleet.vllm.%s" % name]["doc"]
+    for attribute in doc["attributes"].values():
+        assert attribute.get("description") and attribute.get("support"), (name, attribute)
+    if "sparkfleet.vllm.attributes" not in (own.get("extends_documentation_fragment") or []):
+        # plan alone takes ansible.builtin.action_common_attributes, for the action plugin's attributes.
+        assert name == "plan", "%s does not use the sparkfleet.vllm.attributes fragment" % name
+        return
+    for key, standard in ATTRIBUTES.items():
+        assert "description" not in own["attributes"][key], "%s repeats the %s description" % (name, key)
+        assert doc["attributes"][key]["description"] == standard["description"], (name, key)
