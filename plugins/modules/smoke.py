@@ -29,20 +29,6 @@ description:
 author:
   - sparkfleet.vllm contributors (@sparkfleet)
 options:
-  url:
-    description: Base URL of the server, without C(/v1).
-    type: str
-    required: true
-  model:
-    description: Served model name.
-    type: str
-    required: true
-  api_key:
-    description:
-      - API key sent as a bearer token; given, it adds the C(auth) check.
-      - When omitted, the action plugin takes the secrets contract's key on the controller, C(vllm_api_key) (else the
-        controller's C(VLLM_API_KEY)), so playbooks never pass it as a task argument, which task banners print.
-    type: str
   checks:
     description:
       - Checks to run, in this order whatever order they are given in.
@@ -85,16 +71,16 @@ options:
     description: Fail the task when any check fails (expected misses never fail it).
     type: bool
     default: true
+extends_documentation_fragment:
+  - sparkfleet.vllm.attributes
+  - sparkfleet.vllm.http_api
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: In check mode no request is sent.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   idempotent:
-    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: full
     details: Read-only; never reports a change.
 seealso:

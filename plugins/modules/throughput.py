@@ -31,20 +31,6 @@ description:
 author:
   - sparkfleet.vllm contributors (@sparkfleet)
 options:
-  url:
-    description: Base URL of the server, without C(/v1).
-    type: str
-    required: true
-  model:
-    description: Served model name.
-    type: str
-    required: true
-  api_key:
-    description:
-      - API key sent as a bearer token when the server requires one.
-      - When omitted, the action plugin takes the secrets contract's key on the controller, C(vllm_api_key) (else the
-        controller's C(VLLM_API_KEY)), so playbooks never pass it as a task argument, which task banners print.
-    type: str
   mode:
     description: What to measure, one of the catalog's C(bench_modes) (C(data/catalog.yml), listed in C(docs/catalog.md)).
     type: str
@@ -120,16 +106,16 @@ options:
         C(image_concurrency), C(near_full_count).
     type: dict
     default: {}
+extends_documentation_fragment:
+  - sparkfleet.vllm.attributes
+  - sparkfleet.vllm.http_api
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: In check mode no request is sent and nothing is written.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   idempotent:
-    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: full
     details: Measures only; result files are records, not managed state, so the task never reports a change.
 notes:

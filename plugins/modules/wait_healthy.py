@@ -1,8 +1,11 @@
-#!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, sparkfleet.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
+# Documentation only: sparkfleet.vllm.wait_healthy is an action plugin (plugins/action/wait_healthy.py) that
+# probes HTTP from the controller and checks the process and log on the target; the options are
+# plugins/module_utils/health.py's ARGUMENT_SPEC and the waiting logic is health.Waiter.
+
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -13,32 +16,20 @@ module: wait_healthy
 short_description: Wait until a vLLM server answers, or explain why it never will
 version_added: "0.1.0"
 description:
-  - Polls C(/health), then C(/v1/models) for the served name, then one 1-token completion. A refused connection
-    means the server is still starting. Returns the elapsed time and the last phase reached.
+  - Polls C(/health), then C(/v1/models) until it lists O(model), then sends one 1-token completion; O(api_key)
+    goes with the last two. A refused connection means the server is still starting. Returns the elapsed time
+    and the last phase reached.
   - Fails fast, not at the timeout, when the service, start-stop-daemon process or container has exited, or the
     engine log shows a known fatal signature (multimodal token-budget floor, context above the model's maximum,
     KV cache smaller than one request, FlashAttention unsupported, the expert-parallel drafter defect, the MTP
     reduction-dim mismatch, out of memory, a refused 401/403 download, the v0.26 multi-node RPC timeout, a rejected
     command-line flag), and explains the failure.
-  - The action plugin polls HTTP from the controller and runs the process and log checks on the target; at least
-    every 30 seconds it prints the phase, the weights downloaded so far and the elapsed time.
+  - The action plugin polls HTTP from the controller, so O(url) is the address the controller reaches the server
+    at, and runs the process and log checks on the target; at least every 30 seconds it prints the phase, the
+    weights downloaded so far and the elapsed time.
 author:
   - sparkfleet.vllm contributors (@sparkfleet)
 options:
-  url:
-    description: Base URL of the server as the controller reaches it, without C(/v1).
-    type: str
-    required: true
-  model:
-    description: Served model name that C(/v1/models) must list.
-    type: str
-    required: true
-  api_key:
-    description:
-      - API key, sent as a bearer token on C(/v1/models) and the completion.
-      - When omitted, the action plugin takes the secrets contract's key on the controller, C(vllm_api_key) (else the
-        controller's C(VLLM_API_KEY)), so playbooks never pass it as a task argument, which task banners print.
-    type: str
   timeout:
     description: Seconds to wait before giving up.
     type: int
@@ -84,20 +75,20 @@ options:
     description: Seconds without a running process that an expected first-start failure may take to restart.
     type: float
     default: 120.0
+extends_documentation_fragment:
+  - sparkfleet.vllm.attributes
+  - sparkfleet.vllm.http_api
 attributes:
   action:
     description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
     support: full
     details: The action plugin polls from the controller and checks the server host through C(ansible.builtin.command).
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: partial
     details: Nothing is started in check mode, so there is nothing to wait for; the task returns at once, unchanged.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   idempotent:
-    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: full
     details: Read-only; never reports a change.
 notes:
@@ -160,58 +151,3 @@ served:
   elements: str
   sample: [tiny]
 """
-
-import os
-import time
-
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import health
-
-
-def main():
-    # Normally the action plugin of the same name runs instead; this path waits from wherever the module runs,
-    # with the process and log checks done locally.
-    module = AnsibleModule(argument_spec=health.ARGUMENT_SPEC, mutually_exclusive=health.MUTUALLY_EXCLUSIVE,
-                           supports_check_mode=True)
-    p = module.params
-    if module.check_mode:
-        module.exit_json(changed=False, skipped=True, msg="check mode: not waiting", phase="starting", elapsed=0.0,
-                         progress=[], served=[])
-    since = time.time()
-    offset = os.path.getsize(p["log_path"]) if p["log_path"] and os.path.exists(p["log_path"]) else 0
-    kind, check_argv = health.process_check(p["service"], p["pidfile"], p["container"])
-    log_argv = health.log_command(p["service"], p["container"], p["log_path"], since, offset)
-    name = p["service"] or p["pidfile"] or p["container"] or ""
-
-    def process_state():
-        if not kind:
-            return None
-        rc, out, err = module.run_command(check_argv)
-        return health.parse_process_check(kind, rc, out, err, name)
-
-    def read_log():
-        if not log_argv:
-            return ""
-        rc, out, err = module.run_command(log_argv)
-        return out + err
-
-    def weights_bytes():
-        argv = health.weights_size_command(p["weights_path"])
-        return health.parse_du(*module.run_command(argv)[:2]) if argv else None
-
-    waiter = health.Waiter(
-        lambda: health.probe(p["url"], p["model"], p["api_key"], p["request_timeout"]),
-        timeout=p["timeout"], interval=p["interval"], progress_every=p["progress_interval"],
-        process_state=process_state, read_log=read_log, weights_bytes=weights_bytes,
-        expected_failures=p["expected_failures"], restart_grace=p["restart_grace"])
-    result = waiter.run()  # carries msg
-    ok = result.pop("ok")
-    result["changed"] = False
-    if not ok:
-        module.fail_json(**result)
-    module.exit_json(**result)
-
-
-if __name__ == "__main__":
-    main()
