@@ -957,8 +957,13 @@ class _Planner(object):
                     ", --headless on workers" if self.node_role == "worker" else ""))
         return argv + list(self.extra_args)
 
+    @property
+    def ray_port(self):
+        """Ray's GCS port on the head: the profile's cluster.ray_port (the plan carries it as ray_port)."""
+        return int((self.profile.get("cluster") or {}).get("ray_port", 6379))
+
     def ray_start_argv(self):
-        port = (self.profile.get("cluster") or {}).get("ray_port", 6379)
+        port = self.ray_port
         argv = ["--head", "--port", str(port)] if self.node_role == "head" else ["--address", "%s:%s" % (self.head_address, port)]
         if self.node_address:
             argv += ["--node-ip-address", self.node_address]
@@ -1162,6 +1167,7 @@ class _Planner(object):
         }
         if ray_argv is not None:
             plan["ray_start_argv"] = ray_argv
+            plan["ray_port"] = self.ray_port
         if self.cluster and self.node_role == "worker" and self.executor == "ray":
             plan["serve_argv"] = None
         return plan

@@ -204,11 +204,14 @@ def test_cluster_golden(catalog, nodes, model, drafter, executor):
     if executor == "ray":
         assert flag(argv, "--distributed-executor-backend") == "ray" and "--nnodes" not in argv
         assert head["ray_start_argv"][:3] == ["--head", "--port", "6379"]
+        # Every node carries the port itself (the cluster role reads it; nothing parses the argv back).
+        assert {plan["ray_port"] for plan in plans} == {6379}
         for worker in workers:
             assert worker["entrypoint"] == ["ray", "start"]
             assert flag(worker["argv"], "--address") == "%s:6379" % addresses[0]
     else:
         assert "--distributed-executor-backend" not in argv and "--headless" not in argv
+        assert all("ray_port" not in plan for plan in plans)
         assert (flag(argv, "--nnodes"), flag(argv, "--node-rank"), flag(argv, "--master-addr")) == (str(nodes), "0", addresses[0])
         for index, worker in enumerate(workers, start=1):
             wargv = worker["argv"]

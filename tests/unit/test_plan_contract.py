@@ -1,0 +1,32 @@
+"""The plan is the contract: playbooks, roles and templates read its fields (settings, port, served_name, ...),
+and none of them parses a flag back out of the argv it carries (issue 16)."""
+import re
+
+from conftest import REPO
+
+# A flag name written next to the plan's argv in YAML or Jinja: `'--max-model-len' in vllm_plan.argv`,
+# `argv.index('--flag')`, `argv[argv.index(...) + 1]`.
+# (A task's own `argv:` list for the command module is not the plan's and does not count.)
+FLAG_NEAR_ARGV = re.compile(r"""plan\.\w*argv[^\n]{0,80}['"]--[a-z]|['"]--[a-z][a-z-]*['"]\s+(?:not\s+)?in\s+\(?[\w.]*plan\.\w*argv""")
+
+
+def consumers():
+    for pattern in ("playbooks/*.yml", "site.yml", "roles/*/tasks/*.yml", "roles/*/vars/*.yml",
+                    "roles/*/defaults/*.yml", "roles/*/templates/*.j2", "awx/*.yml", "awx/templates/*"):
+        yield from sorted(REPO.glob(pattern))
+
+
+def test_guard_reads_the_spellings_it_must_catch():
+    assert FLAG_NEAR_ARGV.search("{{ '--language-model-only' in (vllm_plan.argv | default([])) }}")
+    assert FLAG_NEAR_ARGV.search("{{ vllm_plan.argv[vllm_plan.argv.index('--max-model-len') + 1] }}")
+    assert FLAG_NEAR_ARGV.search("{{ (vllm_plan.ray_start_argv | default(['--port', '6379'])) | select('match', '^[0-9]+$') }}")
+    assert not FLAG_NEAR_ARGV.search("{{ vllm_plan.settings.max_model_len }} {{ vllm_plan.argv | join(' ') }}")
+    assert not FLAG_NEAR_ARGV.search('argv: [nvidia-smi, --query-gpu=driver_version, "--format=csv"]')
+
+
+def test_no_consumer_parses_the_argv_back():
+    files = list(consumers())
+    assert len(files) > 20, files
+    found = {str(path.relative_to(REPO)): match.group(0) for path in files
+             for match in [FLAG_NEAR_ARGV.search(path.read_text())] if match}
+    assert not found, "read the plan's fields (vllm_plan.settings ...) instead of parsing its argv: %s" % found
