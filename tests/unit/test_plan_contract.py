@@ -30,3 +30,13 @@ def test_no_consumer_parses_the_argv_back():
     found = {str(path.relative_to(REPO)): match.group(0) for path in files
              for match in [FLAG_NEAR_ARGV.search(path.read_text())] if match}
     assert not found, "read the plan's fields (vllm_plan.settings ...) instead of parsing its argv: %s" % found
+
+
+def test_runtime_comes_from_the_plan_only():
+    """The runtime's default is the catalog's (defaults.runtime, through the planner); no playbook keeps its own.
+    Before, stop.yml, status.yml and verify.yml defaulted to native while the catalog and host.yml said compose,
+    so `stop.yml -i inventories/rtx_pro_6000` on its own left the compose server running."""
+    pattern = re.compile(r"vllm_runtime\s*\|\s*default\(|runtime\s*\|\s*default\(['\"](?:native|compose)")
+    found = {str(p.relative_to(REPO)): m.group(0) for p in consumers() if p.parts[-2] == "playbooks" or p.name == "site.yml"
+             for m in [pattern.search(p.read_text())] if m}
+    assert not found, found
