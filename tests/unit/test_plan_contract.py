@@ -40,3 +40,12 @@ def test_runtime_comes_from_the_plan_only():
     found = {str(p.relative_to(REPO)): m.group(0) for p in consumers() if p.parts[-2] == "playbooks" or p.name == "site.yml"
              for m in [pattern.search(p.read_text())] if m}
     assert not found, found
+
+
+def test_port_default_is_the_catalogs_only():
+    """The API port's default lives in the catalog (defaults.port); playbooks read the plan's port, and the two
+    places that run without a plan (cluster_status.yml, the firewall role on its own) ask the catalog."""
+    files = list(consumers()) + sorted(REPO.glob("roles/*/meta/argument_specs.yml"))
+    found = {str(p.relative_to(REPO)): m.group(0) for p in files
+             for m in [re.search(r"default\(\s*8000\s*\)|:\s*8000\s*$", p.read_text(), re.M)] if m}
+    assert not found, found
