@@ -1,8 +1,9 @@
 """The plan is the contract: playbooks, roles and templates read its fields (settings, port, served_name, ...),
 and none of them parses a flag back out of the argv it carries (issue 16)."""
+import os
 import re
 
-from conftest import REPO
+from conftest import REPO, run, tool
 
 # A flag name written next to the plan's argv in YAML or Jinja: `'--max-model-len' in vllm_plan.argv`,
 # `argv.index('--flag')`, `argv[argv.index(...) + 1]`.
@@ -49,3 +50,23 @@ def test_port_default_is_the_catalogs_only():
     found = {str(p.relative_to(REPO)): m.group(0) for p in files
              for m in [re.search(r"default\(\s*8000\s*\)|:\s*8000\s*$", p.read_text(), re.M)] if m}
     assert not found, found
+
+
+def lookup_model(name):
+    return run([tool("ansible"), "localhost", "-c", "local", "-m", "ansible.builtin.debug", "-a",
+                "msg={{ lookup('sparkfleet.vllm.catalog', model=%r).short }}" % name],
+               env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg")), timeout=120, check=False)
+
+
+def test_preflight_resolves_the_model_as_the_planner_does():
+    """Before, preflight accepted short names only: a checkpoint id plan.yml accepts was refused later by
+    site.yml. It now takes the plan's model, and resolves a name through the catalog's own resolve_model."""
+    defaults = (REPO / "roles/preflight/defaults/main.yml").read_text()
+    assert "preflight_model: \"{{ vllm_plan.model.short if vllm_plan is defined" in defaults
+    storage = (REPO / "roles/preflight/tasks/storage.yml").read_text()
+    assert "lookup('sparkfleet.vllm.catalog', model=preflight_model)" in storage and "in __preflight_models" not in storage
+    for name in ("31b", "unsloth/gemma-4-31B-it-NVFP4", "31B"):
+        proc = lookup_model(name)
+        assert proc.returncode == 0 and "msg: 31b" in proc.stdout, proc.stdout + proc.stderr
+    unknown = lookup_model("gemma-5")
+    assert unknown.returncode != 0 and "unknown model 'gemma-5'; set vllm_model to one of: 31b" in unknown.stdout + unknown.stderr
