@@ -176,7 +176,7 @@ def test_builtin_profiles_are_the_catalogs():
     expected = {name: {"gpu_name_patterns": spec["gpu_name_patterns"], "compute_capabilities": spec["compute_capabilities"],
                        "unified_memory": bool(spec.get("unified_memory"))}
                 for name, spec in catalog_profiles().items() if spec.get("gpu_name_patterns")}
-    assert gpu.DEFAULT_PROFILES == expected
+    assert expected == gpu.DEFAULT_PROFILES
 
 
 @pytest.mark.parametrize("name,cap,profile", [

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import planner
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import plan_summary, planner
 
 CHECKPOINTS = {
     "31b": "unsloth/gemma-4-31B-it-NVFP4",
@@ -454,7 +454,7 @@ def test_every_plan_has_the_contract_keys(catalog):
 
 
 def test_summary(catalog):
-    lines = planner.summarize(make(catalog, profile="rtx_5090"), host="rtx5090-01")
+    lines = plan_summary.summarize(make(catalog, profile="rtx_5090"), host="rtx5090-01")
     assert lines[0] == "rtx5090-01: 26b-a4b + mtp on rtx_5090 (single node)"
     assert any(line.startswith("command: vllm serve unsloth/gemma-4-26B-A4B-it-NVFP4") for line in lines)
     assert any("279.0 tok/s single-stream" in line for line in lines)
