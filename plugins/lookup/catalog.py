@@ -30,6 +30,13 @@ options:
     description:
       - Catalog file to read instead of the collection's.
     type: path
+  model:
+    description:
+      - Instead of keys, resolve this model name the way the planner does (short name, checkpoint id, served or
+        display name, any case) and return its catalog entry with its short name added as C(short). An unknown
+        name fails with the catalog's names and the variable to set.
+    type: str
+    version_added: 2.0.0
 """
 
 EXAMPLES = r"""
@@ -40,6 +47,10 @@ EXAMPLES = r"""
 - name: Maximum context of the E4B
   ansible.builtin.debug:
     msg: "{{ lookup('sparkfleet.vllm.catalog', 'models.e4b.max_context') }}"
+
+- name: The catalog entry of a model named by its checkpoint id
+  ansible.builtin.debug:
+    msg: "{{ lookup('sparkfleet.vllm.catalog', model='unsloth/gemma-4-31B-it-NVFP4').short }}"  # 31b
 
 - name: The whole catalog
   ansible.builtin.set_fact:
@@ -56,7 +67,7 @@ _raw:
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.sparkfleet.vllm.plugins.module_utils.catalog import CatalogError, get_path, load_catalog
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.catalog import CatalogError, get_path, load_catalog, resolve_model
 
 
 class LookupModule(LookupBase):
@@ -64,6 +75,9 @@ class LookupModule(LookupBase):
         self.set_options(var_options=variables, direct=kwargs)
         try:
             catalog = load_catalog(self.get_option("path") or None)
+            if self.get_option("model"):
+                short = resolve_model(catalog, self.get_option("model"))
+                return [dict(catalog["models"][short], short=short)]
             if not terms:
                 return [catalog]
             return [get_path(catalog, term) for term in terms]

@@ -22,6 +22,8 @@ import copy
 import os
 import re
 
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import gpu
+
 try:
     import yaml
 
@@ -248,16 +250,13 @@ def resolve_profile(catalog, name, variable="vllm_profile"):
     raise CatalogError("unknown hardware profile %r; set %s to one of: %s" % (name, variable, ", ".join(profiles)))
 
 
-def profile_from_gpu_name(catalog, gpu_name):
-    """The profile whose ``gpu_name_patterns`` match an nvidia-smi GPU name, or None."""
+def profile_from_gpu_name(catalog, gpu_name, compute_capability=None):
+    """The profile for an nvidia-smi GPU name (and its compute capability when known), or None: gpu_facts' own
+    rule (gpu.profile_for), so the planner and the host's facts cannot pick different profiles."""
     if not gpu_name:
         return None
-    lowered = str(gpu_name).lower()
-    for key, profile in catalog["profiles"].items():
-        for pattern in profile.get("gpu_name_patterns") or []:
-            if pattern.lower() in lowered:
-                return key
-    return None
+    return gpu.profile_for({"name": str(gpu_name), "compute_capability": compute_capability}, catalog["profiles"],
+                           capability_known=False)
 
 
 def drafter_checkpoint(catalog, drafter, model):

@@ -55,8 +55,9 @@ _ARCH_BY_CAP = {"7.5": "Turing", "8.9": "Ada Lovelace", "7.0": "Volta", "7.2": "
 # Majors with FP4 tensor cores (NVFP4): datacenter Blackwell 10.x, Thor 11.x, GeForce/RTX/GB10 12.x.
 FP4_MAJORS = (10, 11, 12)
 
-# Used only when the caller passes no profile table (the role always passes the
-# catalog's `profiles:`); kept minimal on purpose: the catalog is the source of truth.
+# Used only when the caller passes no profile table (the role always passes the catalog's `profiles:`): a module
+# runs on the host, where the catalog file is not. The catalog is the source of truth: a unit test keeps this copy
+# equal to the catalog's patterns, capabilities and memory kind (test_gpu.py::test_builtin_profiles_are_the_catalogs).
 DEFAULT_PROFILES = {
     "rtx_pro_6000": {
         "gpu_name_patterns": ["RTX PRO 6000"],
@@ -238,7 +239,7 @@ def _profile_caps(spec):
     return []
 
 
-def _profile_matches(spec, gpu):
+def _profile_matches(spec, gpu, capability_known=True):
     patterns = _profile_patterns(spec)
     if not patterns:
         return False
@@ -246,7 +247,19 @@ def _profile_matches(spec, gpu):
     if not any(re.search(p, name, re.IGNORECASE) for p in patterns):
         return False
     caps = _profile_caps(spec)
+    if not capability_known and gpu.get("compute_capability") is None:
+        return True
     return not caps or (gpu.get("compute_capability") in caps)
+
+
+def profile_for(gpu, profiles, capability_known=True):
+    """The one GPU-to-profile rule: the first profile (by name) whose name patterns match ``gpu['name']`` and,
+    when the GPU's compute capability is known, whose capabilities include it. ``capability_known=False``
+    lets a caller that has only the name (the planner's ``vllm_gpu_name``) match on the name alone."""
+    for name, spec in sorted((profiles or {}).items()):
+        if isinstance(spec, dict) and _profile_matches(spec, gpu, capability_known):
+            return name
+    return None
 
 
 def match_profile(gpus, profiles=None):
@@ -262,11 +275,10 @@ def match_profile(gpus, profiles=None):
         return None, "no NVIDIA GPU found (nvidia-smi listed none)"
     matched = []
     for gpu in gpus:
-        names = [name for name, spec in sorted(profiles.items())
-                 if isinstance(spec, dict) and _profile_matches(spec, gpu)]
-        if not names:
+        name = profile_for(gpu, profiles)
+        if name is None:
             return None, unsupported_reason(gpu, profiles)
-        matched.append(names[0])
+        matched.append(name)
     if len(set(matched)) > 1:
         return None, "mixed GPUs on one host (%s) match different profiles (%s); use one kind per host" % (
             ", ".join(sorted({g.get("name") or "?" for g in gpus})), ", ".join(sorted(set(matched))))

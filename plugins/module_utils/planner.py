@@ -41,42 +41,21 @@ import copy
 import json
 import re
 
-try:
-    from shlex import quote as _shell_quote
-except ImportError:  # pragma: no cover - Python 2 only
-    from pipes import quote as _shell_quote
-
+# The inputs (request keys, their variables, coercion, PlanError) live in plan_inputs.py, the summary in plan_summary.py.
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import env_rules, topology, vllm_flags
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import env_rules, plan_inputs, topology, vllm_flags
 
-REQUEST_KEYS = (
-    "model", "drafter", "profile", "gpu_name", "node_count", "node_index", "image", "release", "executor", "objective",
-    "runtime", "max_model_len", "max_num_batched_tokens", "gpu_memory_utilization", "max_num_seqs",
-    "language_model_only", "enable_audio", "images_per_prompt", "port", "served_name", "api_key", "extra_args",
-    "head_address", "node_address", "cluster_interface", "cluster_hca", "env", "allow_dev_mode",
-    "native_env", "cluster_extra_env", "cluster_ray_health_check", "cluster_nodes", "host", "host_groups",
-)
-# Interface variable (extra-vars / inventory) for each request key, for messages.
-VARIABLES = {
-    "model": "vllm_model", "drafter": "vllm_drafter", "profile": "vllm_profile", "gpu_name": "vllm_gpu_name",
-    "node_count": "the vllm_cluster group", "node_index": "the vllm_cluster group", "image": "vllm_image",
-    "release": "vllm_release", "executor": "vllm_executor", "objective": "vllm_objective", "runtime": "vllm_runtime",
-    "max_model_len": "vllm_max_model_len", "max_num_batched_tokens": "vllm_max_num_batched_tokens",
-    "gpu_memory_utilization": "vllm_gpu_memory_utilization", "max_num_seqs": "vllm_max_num_seqs",
-    "language_model_only": "vllm_language_model_only", "enable_audio": "vllm_enable_audio",
-    "images_per_prompt": "vllm_images_per_prompt", "port": "vllm_port", "served_name": "vllm_served_model_name",
-    "api_key": "vllm_api_key", "extra_args": "vllm_extra_args", "head_address": "vllm_cluster_link_ip",
-    "node_address": "vllm_cluster_link_ip", "cluster_interface": "vllm_cluster_interface",
-    "cluster_hca": "vllm_cluster_hca", "env": "vllm_env", "allow_dev_mode": "vllm_allow_dev_mode",
-    "native_env": "vllm_native_env", "cluster_extra_env": "vllm_cluster_extra_env",
-    "cluster_ray_health_check": "vllm_cluster_ray_health_check", "cluster_nodes": "vllm_cluster_link_ip",
-    "host": "inventory_hostname", "host_groups": "the vllm_single and vllm_cluster groups",
-}
+# The names callers read from here (planner.PlanError, planner.REQUEST_KEYS, planner.dev_mode_on) and the
+# coercion the resolution steps below use.
+PlanError, REQUEST_KEYS, VARIABLES = plan_inputs.PlanError, plan_inputs.REQUEST_KEYS, plan_inputs.VARIABLES
+DEV_MODE_ENV, dev_mode_on = plan_inputs.DEV_MODE_ENV, plan_inputs.dev_mode_on
+_refuse, _unset, _fmt = plan_inputs.refuse, plan_inputs.unset, plan_inputs.fmt
+_as_int, _as_float, _as_bool = plan_inputs.as_int, plan_inputs.as_float, plan_inputs.as_bool
+_as_choice, _as_arg_list = plan_inputs.as_choice, plan_inputs.arg_list
+
 # Environments the planner only checks by name (the runtime roles merge them over the plan's env).
 ROLE_ENV_KEYS = ("native_env", "cluster_extra_env", "cluster_ray_health_check")
 SINGLE_GROUP = "vllm_single"
-# vLLM's development mode: registers /reset_prefix_cache, /sleep, /collective_rpc, ... outside the API key.
-DEV_MODE_ENV = "VLLM_SERVER_DEV_MODE"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DRAFTER_CHOICES = ("none", "mtp", "dflash", "auto")
 EXECUTORS = ("ray", "mp")
@@ -87,137 +66,6 @@ SERVE_ENTRYPOINT = ["vllm", "serve"]
 RAY_ENTRYPOINT = ["ray", "start"]
 # Settings a baseline was measured with; overriding one makes `expected` approximate.
 TUNING_KEYS = ("max_model_len", "max_num_batched_tokens", "gpu_memory_utilization", "max_num_seqs", "extra_args")
-
-
-class PlanError(Exception):
-    """A refused plan. ``str(err)`` is the whole user-facing message."""
-
-    def __init__(self, message, rule=None, variable=None, value=None):
-        super(PlanError, self).__init__(message)
-        self.message = message
-        self.rule = rule
-        self.variable = variable
-        self.value = value
-
-
-def _refuse(rule, message, variable=None, value=None):
-    raise PlanError("%s [rule: %s]" % (message, rule), rule=rule, variable=variable, value=value)
-
-
-# --- input coercion ------------------------------------------------------------
-
-
-def dev_mode_on(env):
-    """True when ``env`` (a mapping) turns vLLM's development routes on."""
-    value = (env or {}).get(DEV_MODE_ENV)
-    return value is not None and str(value).strip().lower() not in ("", "0", "false", "no", "off")
-
-
-def _unset(value):
-    return value is None or (isinstance(value, str) and value.strip() == "")
-
-
-def _as_int(request, key, minimum=None, maximum=None):
-    value = request.get(key)
-    if _unset(value):
-        return None
-    variable = VARIABLES[key]
-    if isinstance(value, bool):
-        _refuse("type", "%s must be an integer, got %r; set %s to a whole number" % (variable, value, variable), variable, value)
-    try:
-        if isinstance(value, float):
-            if value != int(value):
-                raise ValueError(value)
-            number = int(value)
-        else:
-            number = int(str(value).strip().replace("_", ""))
-    except (TypeError, ValueError):
-        _refuse("type", "%s must be an integer, got %r; set %s to a whole number" % (variable, value, variable), variable, value)
-    if minimum is not None and number < minimum:
-        _refuse("range", "%s must be at least %d, got %d; set %s >= %d" % (variable, minimum, number, variable, minimum),
-                variable, value)
-    if maximum is not None and number > maximum:
-        _refuse("range", "%s must be at most %d, got %d; set %s <= %d" % (variable, maximum, number, variable, maximum),
-                variable, value)
-    return number
-
-
-def _as_float(request, key):
-    value = request.get(key)
-    if _unset(value):
-        return None
-    variable = VARIABLES[key]
-    try:
-        if isinstance(value, bool):
-            raise ValueError(value)
-        number = float(str(value).strip())
-    except (TypeError, ValueError):
-        _refuse("type", "%s must be a number, got %r; set %s to a fraction such as 0.9" % (variable, value, variable),
-                variable, value)
-    return number
-
-
-_TRUE = ("true", "yes", "on", "1", "y", "t")
-_FALSE = ("false", "no", "off", "0", "n", "f")
-
-
-def _as_bool(request, key):
-    value = request.get(key)
-    if _unset(value):
-        return None
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    variable = VARIABLES[key]
-    _refuse("type", "%s must be true or false, got %r; set %s=true or %s=false" % (variable, value, variable, variable),
-            variable, value)
-
-
-def _as_choice(request, key, choices):
-    value = request.get(key)
-    if _unset(value):
-        return None
-    text = str(value).strip().lower()
-    if text not in choices:
-        variable = VARIABLES[key]
-        _refuse("choice", "unknown %s %r; set %s to one of: %s" % (key.replace("_", " "), value, variable, ", ".join(choices)),
-                variable, value)
-    return text
-
-
-def _as_arg_list(request):
-    value = request.get("extra_args")
-    if _unset(value):
-        return []
-    if isinstance(value, str):
-        text = value.strip()
-        if text.startswith("["):
-            try:
-                value = json.loads(text)
-            except ValueError:
-                _refuse("type", "vllm_extra_args is not a valid JSON list: %r; pass a list of strings" % value,
-                        "vllm_extra_args", value)
-        else:
-            import shlex
-
-            value = shlex.split(text)
-    if not isinstance(value, (list, tuple)):
-        _refuse("type", "vllm_extra_args must be a list of strings, got %r; pass e.g. ['--enforce-eager']" % (value,),
-                "vllm_extra_args", value)
-    out = []
-    for item in value:
-        if isinstance(item, bool) or not isinstance(item, (str, int, float)):
-            _refuse("type", "vllm_extra_args must be a list of strings; item %r is not one" % (item,), "vllm_extra_args", item)
-        out.append(str(item))
-    return out
-
-
-def _fmt(number):
-    return "{:,}".format(number) if isinstance(number, int) else str(number)
 
 
 # --- release defects -------------------------------------------------------------
@@ -957,8 +805,13 @@ class _Planner(object):
                     ", --headless on workers" if self.node_role == "worker" else ""))
         return argv + list(self.extra_args)
 
+    @property
+    def ray_port(self):
+        """Ray's GCS port on the head: the profile's cluster.ray_port (the plan carries it as ray_port)."""
+        return int((self.profile.get("cluster") or {}).get("ray_port", 6379))
+
     def ray_start_argv(self):
-        port = (self.profile.get("cluster") or {}).get("ray_port", 6379)
+        port = self.ray_port
         argv = ["--head", "--port", str(port)] if self.node_role == "head" else ["--address", "%s:%s" % (self.head_address, port)]
         if self.node_address:
             argv += ["--node-ip-address", self.node_address]
@@ -1162,6 +1015,7 @@ class _Planner(object):
         }
         if ray_argv is not None:
             plan["ray_start_argv"] = ray_argv
+            plan["ray_port"] = self.ray_port
         if self.cluster and self.node_role == "worker" and self.executor == "ray":
             plan["serve_argv"] = None
         return plan
@@ -1185,59 +1039,3 @@ def plan_cluster(catalog, request, node_addresses=None):
             node_request.setdefault("cluster_nodes", nodes)
         plans.append(plan(catalog, node_request))
     return plans
-
-
-def shell_command(plan_dict):
-    """The plan as one shell-quoted command line (for display only)."""
-    return " ".join(_shell_quote(part) for part in list(plan_dict["entrypoint"]) + list(plan_dict["argv"]))
-
-
-def _figure_text(value):
-    if isinstance(value, (list, tuple)):
-        return "%s-%s" % (_fmt(value[0]), _fmt(value[1]))
-    return _fmt(value)
-
-
-def summarize(plan_dict, host=None):
-    """A readable per-node summary, one string per line."""
-    lines = []
-    role = plan_dict["node_role"]
-    where = "single node" if role == "single" else "%s, node %d of %d, executor %s" % (
-        role, plan_dict["node_index"] + 1, plan_dict["node_count"], plan_dict["executor"])
-    lines.append("%s%s%s on %s (%s)" % ("%s: " % host if host else "", plan_dict["model"]["short"],
-                                        "" if plan_dict["drafter"] == "none" else " + " + plan_dict["drafter"],
-                                        plan_dict["profile"], where))
-    lines.append("image: %s (vLLM %s, runtime %s)" % (plan_dict["image"] or "none, native venv: %s" % plan_dict.get("pip"),
-                                                      plan_dict["release"], plan_dict["runtime"]))
-    lines.append("command: %s" % shell_command(plan_dict))
-    if plan_dict["env"]:
-        lines.append("env: %s" % " ".join("%s=%s" % kv for kv in sorted(plan_dict["env"].items())))
-    if plan_dict["secret_env"]:
-        lines.append("secrets (0600 env file only): %s" % ", ".join(plan_dict["secret_env"]))
-    expected = plan_dict.get("expected")
-    if expected:
-        parts = []
-        if expected.get("single_stream_tok_s") is not None:
-            parts.append("%s tok/s single-stream" % _figure_text(expected["single_stream_tok_s"]))
-        if expected.get("aggregate_8_tok_s") is not None:
-            parts.append("%s tok/s at 8 streams" % _figure_text(expected["aggregate_8_tok_s"]))
-        if expected.get("kv_cache_tokens") is not None:
-            parts.append("%s KV tokens" % _figure_text(expected["kv_cache_tokens"]))
-        if expected.get("acceptance") is not None:
-            parts.append("%s%% acceptance" % _figure_text(expected["acceptance"]))
-        lines.append("expected: %s [%s]" % (", ".join(parts), expected["source"]))
-    else:
-        lines.append("expected: none in the catalog (measured, not gated)")
-    ceiling = plan_dict.get("ceiling")
-    if ceiling:
-        lines.append("memory-bandwidth ceiling: %s tok/s single-stream (%s)" % (_fmt(ceiling["decode_tok_s"]), ceiling["basis"]))
-    measured = [m for m in ((plan_dict.get("advice") or {}).get("measured") or []) if m["single_stream_tok_s"] is not None]
-    if measured:
-        lines.append("measured layouts (%s%s, vLLM %s; single-stream / 8 streams tok/s): %s" % (
-            plan_dict["model"]["short"], "" if plan_dict["drafter"] == "none" else " + " + plan_dict["drafter"],
-            plan_dict["release"], ", ".join("%d node%s %s / %s" % (
-                m["nodes"], "" if m["nodes"] == 1 else "s", _figure_text(m["single_stream_tok_s"]),
-                _figure_text(m["aggregate_8_tok_s"])) for m in measured)))
-    for warning in plan_dict["warnings"]:
-        lines.append("WARNING: %s" % warning)
-    return lines

@@ -168,3 +168,30 @@ def test_query_fields_match_the_captures():
     assert [gpu._header_key(h) for h in header.split(",")] == list(gpu.QUERY_FIELDS)
     script = (REPO / "tests/harness/device/capture.sh").read_text()
     assert "fields=" + ",".join(gpu.QUERY_FIELDS) in script
+
+
+def test_builtin_profiles_are_the_catalogs():
+    """DEFAULT_PROFILES (the fallback a module uses on a host, where the catalog file is not) is the catalog's
+    GPU profiles, pattern for pattern: a profile added or changed in the catalog fails here until it is copied."""
+    expected = {name: {"gpu_name_patterns": spec["gpu_name_patterns"], "compute_capabilities": spec["compute_capabilities"],
+                       "unified_memory": bool(spec.get("unified_memory"))}
+                for name, spec in catalog_profiles().items() if spec.get("gpu_name_patterns")}
+    assert expected == gpu.DEFAULT_PROFILES
+
+
+@pytest.mark.parametrize("name,cap,profile", [
+    ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "12.0", "rtx_pro_6000"),
+    ("NVIDIA GeForce RTX 5090", "12.0", "rtx_5090"),
+    ("NVIDIA GB10", "12.1", "dgx_spark"),
+    ("NVIDIA GB10", "12.0", None),
+    ("NVIDIA H200", "9.0", None),
+])
+def test_one_rule_for_facts_and_planner(name, cap, profile):
+    """gpu_facts (name and capability) and the planner (vllm_gpu_name, capability when known) use one function."""
+    from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
+
+    catalog = cat.load_catalog()
+    assert gpu.profile_for({"name": name, "compute_capability": cap}, catalog["profiles"]) == profile
+    assert cat.profile_from_gpu_name(catalog, name, cap) == profile
+    if profile:
+        assert cat.profile_from_gpu_name(catalog, name) == profile, "the name alone still matches"

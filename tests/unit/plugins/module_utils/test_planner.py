@@ -10,7 +10,7 @@ import json
 import pytest
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import planner
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import plan_summary, planner
 
 CHECKPOINTS = {
     "31b": "unsloth/gemma-4-31B-it-NVFP4",
@@ -204,11 +204,14 @@ def test_cluster_golden(catalog, nodes, model, drafter, executor):
     if executor == "ray":
         assert flag(argv, "--distributed-executor-backend") == "ray" and "--nnodes" not in argv
         assert head["ray_start_argv"][:3] == ["--head", "--port", "6379"]
+        # Every node carries the port itself (the cluster role reads it; nothing parses the argv back).
+        assert {plan["ray_port"] for plan in plans} == {6379}
         for worker in workers:
             assert worker["entrypoint"] == ["ray", "start"]
             assert flag(worker["argv"], "--address") == "%s:6379" % addresses[0]
     else:
         assert "--distributed-executor-backend" not in argv and "--headless" not in argv
+        assert all("ray_port" not in plan for plan in plans)
         assert (flag(argv, "--nnodes"), flag(argv, "--node-rank"), flag(argv, "--master-addr")) == (str(nodes), "0", addresses[0])
         for index, worker in enumerate(workers, start=1):
             wargv = worker["argv"]
@@ -451,7 +454,7 @@ def test_every_plan_has_the_contract_keys(catalog):
 
 
 def test_summary(catalog):
-    lines = planner.summarize(make(catalog, profile="rtx_5090"), host="rtx5090-01")
+    lines = plan_summary.summarize(make(catalog, profile="rtx_5090"), host="rtx5090-01")
     assert lines[0] == "rtx5090-01: 26b-a4b + mtp on rtx_5090 (single node)"
     assert any(line.startswith("command: vllm serve unsloth/gemma-4-26B-A4B-it-NVFP4") for line in lines)
     assert any("279.0 tok/s single-stream" in line for line in lines)

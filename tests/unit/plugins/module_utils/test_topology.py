@@ -6,7 +6,7 @@ a wrong rule fails here.
 import pytest
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import planner, topology
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import plan_summary, planner, topology
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +113,6 @@ def test_the_plan_carries_ceiling_and_advice_and_prints_them(catalog):
     assert any(w.startswith("topology: 26b-a4b on 4 nodes adds only 6%") for w in head["warnings"])
     # Said once per cluster, on the head.
     assert not any(w.startswith("topology:") for w in worker["warnings"])
-    text = "\n".join(planner.summarize(head))
+    text = "\n".join(plan_summary.summarize(head))
     assert "memory-bandwidth ceiling: " in text
     assert "1 node 47.7 / 216, 2 nodes 61.6 / 299, 4 nodes 65.6 / 298" in text

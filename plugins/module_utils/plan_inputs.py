@@ -1,0 +1,172 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 sparkfleet.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The planner's inputs: the request keys, the inventory variable each comes from, and their coercion.
+
+Every coercion refuses a bad value with ``PlanError``, whose message names the variable, the value and the fix
+(planner.py turns the checked values into a plan; plan_summary.py prints one).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+
+REQUEST_KEYS = (
+    "model", "drafter", "profile", "gpu_name", "node_count", "node_index", "image", "release", "executor", "objective",
+    "runtime", "max_model_len", "max_num_batched_tokens", "gpu_memory_utilization", "max_num_seqs",
+    "language_model_only", "enable_audio", "images_per_prompt", "port", "served_name", "api_key", "extra_args",
+    "head_address", "node_address", "cluster_interface", "cluster_hca", "env", "allow_dev_mode",
+    "native_env", "cluster_extra_env", "cluster_ray_health_check", "cluster_nodes", "host", "host_groups",
+)
+# Interface variable (extra-vars / inventory) for each request key, for messages.
+VARIABLES = {
+    "model": "vllm_model", "drafter": "vllm_drafter", "profile": "vllm_profile", "gpu_name": "vllm_gpu_name",
+    "node_count": "the vllm_cluster group", "node_index": "the vllm_cluster group", "image": "vllm_image",
+    "release": "vllm_release", "executor": "vllm_executor", "objective": "vllm_objective", "runtime": "vllm_runtime",
+    "max_model_len": "vllm_max_model_len", "max_num_batched_tokens": "vllm_max_num_batched_tokens",
+    "gpu_memory_utilization": "vllm_gpu_memory_utilization", "max_num_seqs": "vllm_max_num_seqs",
+    "language_model_only": "vllm_language_model_only", "enable_audio": "vllm_enable_audio",
+    "images_per_prompt": "vllm_images_per_prompt", "port": "vllm_port", "served_name": "vllm_served_model_name",
+    "api_key": "vllm_api_key", "extra_args": "vllm_extra_args", "head_address": "vllm_cluster_link_ip",
+    "node_address": "vllm_cluster_link_ip", "cluster_interface": "vllm_cluster_interface",
+    "cluster_hca": "vllm_cluster_hca", "env": "vllm_env", "allow_dev_mode": "vllm_allow_dev_mode",
+    "native_env": "vllm_native_env", "cluster_extra_env": "vllm_cluster_extra_env",
+    "cluster_ray_health_check": "vllm_cluster_ray_health_check", "cluster_nodes": "vllm_cluster_link_ip",
+    "host": "inventory_hostname", "host_groups": "the vllm_single and vllm_cluster groups",
+}
+# vLLM's development mode: registers /reset_prefix_cache, /sleep, /collective_rpc, ... outside the API key.
+DEV_MODE_ENV = "VLLM_SERVER_DEV_MODE"
+
+
+class PlanError(Exception):
+    """A refused plan. ``str(err)`` is the whole user-facing message."""
+
+    def __init__(self, message, rule=None, variable=None, value=None):
+        super(PlanError, self).__init__(message)
+        self.message = message
+        self.rule = rule
+        self.variable = variable
+        self.value = value
+
+
+def refuse(rule, message, variable=None, value=None):
+    raise PlanError("%s [rule: %s]" % (message, rule), rule=rule, variable=variable, value=value)
+
+
+# --- input coercion ------------------------------------------------------------
+
+
+def dev_mode_on(env):
+    """True when ``env`` (a mapping) turns vLLM's development routes on."""
+    value = (env or {}).get(DEV_MODE_ENV)
+    return value is not None and str(value).strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def unset(value):
+    return value is None or (isinstance(value, str) and value.strip() == "")
+
+
+def as_int(request, key, minimum=None, maximum=None):
+    value = request.get(key)
+    if unset(value):
+        return None
+    variable = VARIABLES[key]
+    if isinstance(value, bool):
+        refuse("type", "%s must be an integer, got %r; set %s to a whole number" % (variable, value, variable), variable, value)
+    try:
+        if isinstance(value, float):
+            if value != int(value):
+                raise ValueError(value)
+            number = int(value)
+        else:
+            number = int(str(value).strip().replace("_", ""))
+    except (TypeError, ValueError):
+        refuse("type", "%s must be an integer, got %r; set %s to a whole number" % (variable, value, variable), variable, value)
+    if minimum is not None and number < minimum:
+        refuse("range", "%s must be at least %d, got %d; set %s >= %d" % (variable, minimum, number, variable, minimum),
+               variable, value)
+    if maximum is not None and number > maximum:
+        refuse("range", "%s must be at most %d, got %d; set %s <= %d" % (variable, maximum, number, variable, maximum),
+               variable, value)
+    return number
+
+
+def as_float(request, key):
+    value = request.get(key)
+    if unset(value):
+        return None
+    variable = VARIABLES[key]
+    try:
+        if isinstance(value, bool):
+            raise ValueError(value)
+        number = float(str(value).strip())
+    except (TypeError, ValueError):
+        refuse("type", "%s must be a number, got %r; set %s to a fraction such as 0.9" % (variable, value, variable),
+               variable, value)
+    return number
+
+
+_TRUE = ("true", "yes", "on", "1", "y", "t")
+_FALSE = ("false", "no", "off", "0", "n", "f")
+
+
+def as_bool(request, key):
+    value = request.get(key)
+    if unset(value):
+        return None
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    variable = VARIABLES[key]
+    refuse("type", "%s must be true or false, got %r; set %s=true or %s=false" % (variable, value, variable, variable),
+           variable, value)
+
+
+def as_choice(request, key, choices):
+    value = request.get(key)
+    if unset(value):
+        return None
+    text = str(value).strip().lower()
+    if text not in choices:
+        variable = VARIABLES[key]
+        refuse("choice", "unknown %s %r; set %s to one of: %s" % (key.replace("_", " "), value, variable, ", ".join(choices)),
+               variable, value)
+    return text
+
+
+def arg_list(request):
+    value = request.get("extra_args")
+    if unset(value):
+        return []
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                value = json.loads(text)
+            except ValueError:
+                refuse("type", "vllm_extra_args is not a valid JSON list: %r; pass a list of strings" % value,
+                       "vllm_extra_args", value)
+        else:
+            import shlex
+
+            value = shlex.split(text)
+    if not isinstance(value, (list, tuple)):
+        refuse("type", "vllm_extra_args must be a list of strings, got %r; pass e.g. ['--enforce-eager']" % (value,),
+               "vllm_extra_args", value)
+    out = []
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, (str, int, float)):
+            refuse("type", "vllm_extra_args must be a list of strings; item %r is not one" % (item,), "vllm_extra_args", item)
+        out.append(str(item))
+    return out
+
+
+def fmt(number):
+    return "{:,}".format(number) if isinstance(number, int) else str(number)

@@ -1,0 +1,72 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 sparkfleet.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A plan as people read it: the one-line command and the per-node summary plan.yml prints."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+try:
+    from shlex import quote as _shell_quote
+except ImportError:  # pragma: no cover - Python 2 only
+    from pipes import quote as _shell_quote
+
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan_inputs import fmt as _fmt
+
+
+def shell_command(plan_dict):
+    """The plan as one shell-quoted command line (for display only)."""
+    return " ".join(_shell_quote(part) for part in list(plan_dict["entrypoint"]) + list(plan_dict["argv"]))
+
+
+def _figure_text(value):
+    if isinstance(value, (list, tuple)):
+        return "%s-%s" % (_fmt(value[0]), _fmt(value[1]))
+    return _fmt(value)
+
+
+def summarize(plan_dict, host=None):
+    """A readable per-node summary, one string per line."""
+    lines = []
+    role = plan_dict["node_role"]
+    where = "single node" if role == "single" else "%s, node %d of %d, executor %s" % (
+        role, plan_dict["node_index"] + 1, plan_dict["node_count"], plan_dict["executor"])
+    lines.append("%s%s%s on %s (%s)" % ("%s: " % host if host else "", plan_dict["model"]["short"],
+                                        "" if plan_dict["drafter"] == "none" else " + " + plan_dict["drafter"],
+                                        plan_dict["profile"], where))
+    lines.append("image: %s (vLLM %s, runtime %s)" % (plan_dict["image"] or "none, native venv: %s" % plan_dict.get("pip"),
+                                                      plan_dict["release"], plan_dict["runtime"]))
+    lines.append("command: %s" % shell_command(plan_dict))
+    if plan_dict["env"]:
+        lines.append("env: %s" % " ".join("%s=%s" % kv for kv in sorted(plan_dict["env"].items())))
+    if plan_dict["secret_env"]:
+        lines.append("secrets (0600 env file only): %s" % ", ".join(plan_dict["secret_env"]))
+    expected = plan_dict.get("expected")
+    if expected:
+        parts = []
+        if expected.get("single_stream_tok_s") is not None:
+            parts.append("%s tok/s single-stream" % _figure_text(expected["single_stream_tok_s"]))
+        if expected.get("aggregate_8_tok_s") is not None:
+            parts.append("%s tok/s at 8 streams" % _figure_text(expected["aggregate_8_tok_s"]))
+        if expected.get("kv_cache_tokens") is not None:
+            parts.append("%s KV tokens" % _figure_text(expected["kv_cache_tokens"]))
+        if expected.get("acceptance") is not None:
+            parts.append("%s%% acceptance" % _figure_text(expected["acceptance"]))
+        lines.append("expected: %s [%s]" % (", ".join(parts), expected["source"]))
+    else:
+        lines.append("expected: none in the catalog (measured, not gated)")
+    ceiling = plan_dict.get("ceiling")
+    if ceiling:
+        lines.append("memory-bandwidth ceiling: %s tok/s single-stream (%s)" % (_fmt(ceiling["decode_tok_s"]), ceiling["basis"]))
+    measured = [m for m in ((plan_dict.get("advice") or {}).get("measured") or []) if m["single_stream_tok_s"] is not None]
+    if measured:
+        lines.append("measured layouts (%s%s, vLLM %s; single-stream / 8 streams tok/s): %s" % (
+            plan_dict["model"]["short"], "" if plan_dict["drafter"] == "none" else " + " + plan_dict["drafter"],
+            plan_dict["release"], ", ".join("%d node%s %s / %s" % (
+                m["nodes"], "" if m["nodes"] == 1 else "s", _figure_text(m["single_stream_tok_s"]),
+                _figure_text(m["aggregate_8_tok_s"])) for m in measured)))
+    for warning in plan_dict["warnings"]:
+        lines.append("WARNING: %s" % warning)
+    return lines

@@ -1,0 +1,72 @@
+"""The plan is the contract: playbooks, roles and templates read its fields (settings, port, served_name, ...),
+and none of them parses a flag back out of the argv it carries (issue 16)."""
+import os
+import re
+
+from conftest import REPO, run, tool
+
+# A flag name written next to the plan's argv in YAML or Jinja: `'--max-model-len' in vllm_plan.argv`,
+# `argv.index('--flag')`, `argv[argv.index(...) + 1]`.
+# (A task's own `argv:` list for the command module is not the plan's and does not count.)
+FLAG_NEAR_ARGV = re.compile(r"""plan\.\w*argv[^\n]{0,80}['"]--[a-z]|['"]--[a-z][a-z-]*['"]\s+(?:not\s+)?in\s+\(?[\w.]*plan\.\w*argv""")
+
+
+def consumers():
+    for pattern in ("playbooks/*.yml", "site.yml", "roles/*/tasks/*.yml", "roles/*/vars/*.yml",
+                    "roles/*/defaults/*.yml", "roles/*/templates/*.j2", "awx/*.yml", "awx/templates/*"):
+        yield from sorted(REPO.glob(pattern))
+
+
+def test_guard_reads_the_spellings_it_must_catch():
+    assert FLAG_NEAR_ARGV.search("{{ '--language-model-only' in (vllm_plan.argv | default([])) }}")
+    assert FLAG_NEAR_ARGV.search("{{ vllm_plan.argv[vllm_plan.argv.index('--max-model-len') + 1] }}")
+    assert FLAG_NEAR_ARGV.search("{{ (vllm_plan.ray_start_argv | default(['--port', '6379'])) | select('match', '^[0-9]+$') }}")
+    assert not FLAG_NEAR_ARGV.search("{{ vllm_plan.settings.max_model_len }} {{ vllm_plan.argv | join(' ') }}")
+    assert not FLAG_NEAR_ARGV.search('argv: [nvidia-smi, --query-gpu=driver_version, "--format=csv"]')
+
+
+def test_no_consumer_parses_the_argv_back():
+    files = list(consumers())
+    assert len(files) > 20, files
+    found = {str(path.relative_to(REPO)): match.group(0) for path in files
+             for match in [FLAG_NEAR_ARGV.search(path.read_text())] if match}
+    assert not found, "read the plan's fields (vllm_plan.settings ...) instead of parsing its argv: %s" % found
+
+
+def test_runtime_comes_from_the_plan_only():
+    """The runtime's default is the catalog's (defaults.runtime, through the planner); no playbook keeps its own.
+    Before, stop.yml, status.yml and verify.yml defaulted to native while the catalog and host.yml said compose,
+    so `stop.yml -i inventories/rtx_pro_6000` on its own left the compose server running."""
+    pattern = re.compile(r"vllm_runtime\s*\|\s*default\(|runtime\s*\|\s*default\(['\"](?:native|compose)")
+    found = {str(p.relative_to(REPO)): m.group(0) for p in consumers() if p.parts[-2] == "playbooks" or p.name == "site.yml"
+             for m in [pattern.search(p.read_text())] if m}
+    assert not found, found
+
+
+def test_port_default_is_the_catalogs_only():
+    """The API port's default lives in the catalog (defaults.port); playbooks read the plan's port, and the two
+    places that run without a plan (cluster_status.yml, the firewall role on its own) ask the catalog."""
+    files = list(consumers()) + sorted(REPO.glob("roles/*/meta/argument_specs.yml"))
+    found = {str(p.relative_to(REPO)): m.group(0) for p in files
+             for m in [re.search(r"default\(\s*8000\s*\)|:\s*8000\s*$", p.read_text(), re.M)] if m}
+    assert not found, found
+
+
+def lookup_model(name):
+    return run([tool("ansible"), "localhost", "-c", "local", "-m", "ansible.builtin.debug", "-a",
+                "msg={{ lookup('sparkfleet.vllm.catalog', model=%r).short }}" % name],
+               env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg")), timeout=120, check=False)
+
+
+def test_preflight_resolves_the_model_as_the_planner_does():
+    """Before, preflight accepted short names only: a checkpoint id plan.yml accepts was refused later by
+    site.yml. It now takes the plan's model, and resolves a name through the catalog's own resolve_model."""
+    defaults = (REPO / "roles/preflight/defaults/main.yml").read_text()
+    assert "preflight_model: \"{{ vllm_plan.model.short if vllm_plan is defined" in defaults
+    storage = (REPO / "roles/preflight/tasks/storage.yml").read_text()
+    assert "lookup('sparkfleet.vllm.catalog', model=preflight_model)" in storage and "in __preflight_models" not in storage
+    for name in ("31b", "unsloth/gemma-4-31B-it-NVFP4", "31B"):
+        proc = lookup_model(name)
+        assert proc.returncode == 0 and "msg: 31b" in proc.stdout, proc.stdout + proc.stderr
+    unknown = lookup_model("gemma-5")
+    assert unknown.returncode != 0 and "unknown model 'gemma-5'; set vllm_model to one of: 31b" in unknown.stdout + unknown.stderr
