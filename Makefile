@@ -19,7 +19,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 help:
 	@echo "make demo              deploy the local default (CPU vLLM, tiny model) end to end"
-	@echo "make test              every test tier, in two lanes (integration, awx, lint | unit, molecule, cluster)"
+	@echo "make test              every test tier, in two lanes (lint, integration, awx | unit, molecule, cluster)"
 	@echo "make venv              controller toolchain in $(VENV)"
 	@echo "make lint | test-unit | test-integration | test-molecule | test-cluster | test-awx"
 	@echo "make test-times        per-tier wall time and costliest fixtures of the last runs"

@@ -8,7 +8,7 @@
 # tier). The other tiers — lint, unit, Molecule and the simulated cluster —
 # are busy on the CPU the whole time. Each lane gets about one core:
 #
-#   serve lane:   integration, awx, lint       (stand-in engines on core 0, vLLM's default)
+#   serve lane:   lint, integration, awx       (stand-in engines on core 0, vLLM's default)
 #   build lane:   unit, molecule, cluster      (cluster engines on core 1: SPARKFLEET_STANDIN_CPUS=1)
 #
 # Lint sits in the serve lane to even them out: measured in one fresh-clone run, the build lane (with lint)
@@ -22,8 +22,11 @@
 #
 # The lanes share nothing a test asserts on: different ports, service names,
 # Docker networks and container names (see each tier's module docstring).
-# Shared prerequisites (the controller venv, the vLLM CPU environment, the
-# systemd image) are built once before either lane starts, side by side.
+#
+# Shared prerequisites are built once. The controller venv comes first (every tier needs it); then both lanes
+# start while the vLLM CPU and Ray environments and the systemd test image are still being built in the
+# background (mostly downloads and unpacking), and each tier waits only for the ones it needs (NEEDS below):
+# lint and unit need nothing more, so they overlap the downloads.
 #
 # Usage: tests/harness/lanes.sh            (what `make test` runs)
 #   SPARKFLEET_TEST_LANES=1                run the tiers one after another instead
@@ -34,17 +37,47 @@ set -uo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$REPO"
 MAKE_CMD=("${MAKE:-make}" --no-print-directory)
-SERVE_LANE=(test-integration test-awx lint)
+SERVE_LANE=(lint test-integration test-awx)
 BUILD_LANE=(test-unit test-molecule test-cluster)
+# The background prerequisites each tier waits for: vllm (.venv-vllm, then .venv-ray), docker (the engine and
+# the systemd image).
+declare -A NEEDS=([lint]="" [test-unit]="" [test-integration]="vllm docker" [test-awx]="vllm"
+                  [test-molecule]="docker" [test-cluster]="vllm docker")
 LOG_DIR="$REPO/tests/output/lanes"
+PREREQ_DIR="$LOG_DIR/prerequisites"  # <name>.rc appears when a background prerequisite has finished
 mkdir -p "$LOG_DIR"
+rm -rf "$PREREQ_DIR"
+mkdir -p "$PREREQ_DIR"
 
 log() { printf 'lanes: %s\n' "$*"; }
+
+# prepare NAME COMMAND...: build a prerequisite in the background; its log is prepare-NAME.log.
+prepare() {
+  local name="$1"
+  shift
+  { "$@" >"$LOG_DIR/prepare-$name.log" 2>&1; echo $? >"$PREREQ_DIR/$name.rc"; } &
+}
+
+# await NAME...: wait until each background prerequisite has finished. A failed one is not fatal here: the
+# tiers that need it fail with their own message (CI=true turns a missing prerequisite into a failure).
+await() {
+  local name rc
+  for name in "$@"; do
+    while [[ ! -s "$PREREQ_DIR/$name.rc" ]]; do sleep 2; done
+    rc=$(cat "$PREREQ_DIR/$name.rc")
+    if [[ "$rc" != 0 ]]; then
+      log "prerequisite $name failed (exit $rc); the tiers that need it will say so. Its log ends:"
+      tail -n 30 "$LOG_DIR/prepare-$name.log"
+    fi
+  done
+}
 
 run_lane() {
   local name="$1" started=$SECONDS target
   shift
   for target in "$@"; do
+    # shellcheck disable=SC2086  # NEEDS holds a list of names
+    await ${NEEDS[$target]}
     if ! "${MAKE_CMD[@]}" "$target"; then
       log "$name lane: $target FAILED after $((SECONDS - started)) s"
       return 1
@@ -54,32 +87,30 @@ run_lane() {
 }
 
 started=$SECONDS
+log "prerequisites: the controller venv first; the vLLM CPU and Ray environments and the systemd test image in the background"
+# The Ray environment (the simulated cluster's) is made with the interpreter .venv-vllm links to: after it.
+prepare vllm bash -c "bash tests/harness/vllm-cpu-env.sh && bash tests/harness/ray-env.sh"
+prepare docker bash tests/harness/docker-up.sh
+if ! "${MAKE_CMD[@]}" venv >"$LOG_DIR/prepare-venv.log" 2>&1; then
+  log "make venv failed:"
+  tail -n 30 "$LOG_DIR/prepare-venv.log"
+fi
+log "controller venv ready after $((SECONDS - started)) s; the lanes start"
+
 if [[ "${SPARKFLEET_TEST_LANES:-2}" == "1" ]]; then
   run_lane serial lint test-unit test-integration test-molecule test-cluster test-awx
-  exit $?
+  rc=$?
+  await vllm docker  # no background job outlives the run
+  exit $rc
 fi
-
-# Shared prerequisites, built once (each does nothing when its result is current; each tier's own fixture
-# still converges and checks them, so a tier run alone needs none of this).
-log "prerequisites: controller venv, vLLM CPU and Ray environments and the systemd test image, side by side"
-# The Ray environment (the simulated cluster's) is made with the interpreter .venv-vllm links to: after it.
-{ bash tests/harness/vllm-cpu-env.sh && bash tests/harness/ray-env.sh; } >"$LOG_DIR/prepare-vllm.log" 2>&1 &
-vllm_env=$!
-bash tests/harness/docker-up.sh >"$LOG_DIR/prepare-docker.log" 2>&1 &
-docker_up=$!
-prepare_rc=0
-"${MAKE_CMD[@]}" venv >"$LOG_DIR/prepare-venv.log" 2>&1 || { prepare_rc=1; log "make venv failed:"; tail -n 30 "$LOG_DIR/prepare-venv.log"; }
-wait "$vllm_env" || { prepare_rc=1; log "tests/harness/vllm-cpu-env.sh or ray-env.sh failed:"; tail -n 30 "$LOG_DIR/prepare-vllm.log"; }
-wait "$docker_up" || { prepare_rc=1; log "tests/harness/docker-up.sh failed:"; tail -n 30 "$LOG_DIR/prepare-docker.log"; }
-log "prerequisites done in $((SECONDS - started)) s"
-# A failed prerequisite is not fatal here: the tiers that need it fail with their own message.
-[[ $prepare_rc -eq 0 ]] || log "a prerequisite failed; the tiers that need it will say so"
 
 (run_lane serve "${SERVE_LANE[@]}" 2>&1 | tee "$LOG_DIR/serve.log" | sed -u 's/^/[serve] /'; exit "${PIPESTATUS[0]}") &
 serve=$!
 (export SPARKFLEET_STANDIN_CPUS=1 SPARKFLEET_MOLECULE_WORKERS=1
  run_lane build "${BUILD_LANE[@]}" 2>&1 | tee "$LOG_DIR/build.log" | sed -u 's/^/[build] /'; exit "${PIPESTATUS[0]}") &
 build=$!
+await vllm docker
+log "background prerequisites done after $((SECONDS - started)) s"
 wait "$serve"; serve_rc=$?
 wait "$build"; build_rc=$?
 log "both lanes done in $((SECONDS - started)) s (serve lane exit $serve_rc, build lane exit $build_rc)"
