@@ -10,6 +10,8 @@ import contextlib
 import pathlib
 import secrets
 import subprocess
+import urllib.error
+import urllib.request
 
 import yaml
 
@@ -43,6 +45,18 @@ class Canary:
                        check=True, capture_output=True, text=True)
         assert not self.leaks(vault_file.read_text()), "the vars file is not encrypted"
         return ["--vault-password-file", str(password_file), "-e", "@%s" % vault_file]
+
+
+def http_status(url, api_key=None, timeout=10):
+    """The HTTP status ``url`` answers (with ``Authorization: Bearer api_key`` when given); None when nothing answers."""
+    request = urllib.request.Request(url, headers={"Authorization": "Bearer " + api_key} if api_key else {})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - the tests' own servers
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except (urllib.error.URLError, OSError):
+        return None
 
 
 def command_lines():

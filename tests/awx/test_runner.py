@@ -14,12 +14,11 @@ import pathlib
 import socket
 import subprocess
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 from awx_harness import REPO, ansible_env, canaries, leaks, missing_required, render, run_playbook, short_name, stats, stdout_of, survey_defaults, task_events
 
+from canary import http_status
 from conftest import require, tool
 
 INVENTORY = "inventories/local"
@@ -72,17 +71,8 @@ def port_open(port, host="127.0.0.1"):
         return sock.connect_ex((host, port)) == 0
 
 
-def http_status(path, api_key=None):
-    request = urllib.request.Request("http://127.0.0.1:%d%s" % (HARNESS_PORT, path))
-    if api_key:
-        request.add_header("Authorization", "Bearer %s" % api_key)
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
-    except (urllib.error.URLError, OSError):
-        return None
+def harness_status(path, api_key=None):
+    return http_status("http://127.0.0.1:%d%s" % (HARNESS_PORT, path), api_key)
 
 
 def wait_healthy(seconds):
@@ -90,7 +80,7 @@ def wait_healthy(seconds):
     CPU stand-in's start-up time (~45 s alone; over 3 min measured on a busy 2-core machine) before asking it anything."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if port_open(HARNESS_PORT) and http_status("/health") == 200:
+        if port_open(HARNESS_PORT) and harness_status("/health") == 200:
             return True
         time.sleep(3)
     return False
@@ -137,8 +127,8 @@ def sequence(tmp_path_factory):
             runner = run_playbook(private, template["playbook"], INVENTORY, extravars, secrets)
             api_status = None
             if name in ("Deploy", "Swap model") and wait_healthy(300):
-                api_status = {"without key": http_status("/v1/models"),
-                              "with key": http_status("/v1/models", secrets["VLLM_API_KEY"])}
+                api_status = {"without key": harness_status("/v1/models"),
+                              "with key": harness_status("/v1/models", secrets["VLLM_API_KEY"])}
             jobs[name] = Job(name, template, private, extravars, runner, time.monotonic() - started, api_status)
     finally:
         if port_open(HARNESS_PORT) and ("Stop" not in jobs or jobs["Stop"].runner.status != "successful"):

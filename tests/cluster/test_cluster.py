@@ -27,13 +27,11 @@ import re
 import shutil
 import subprocess
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 import yaml
 
-from canary import Canary, command_lines, run_sampled
+from canary import Canary, command_lines, http_status, run_sampled
 from conftest import REPO, require, run, tool
 
 INVENTORY = str(REPO / "inventories" / "sim4")
@@ -466,15 +464,6 @@ def site_on_the_pair(executor, canary=None):
     assert extra["baseline"]["calibrated"] and "TP=2 over the Docker bridge" in extra["baseline"]["catalog_source"]
     assert extra["single_stream_tok_s"] > 0 and extra["aggregate_8_tok_s"] > extra["single_stream_tok_s"]
     return extra
-
-
-def http_status(url, api_key=None):
-    request = urllib.request.Request(url, headers={"Authorization": "Bearer " + api_key} if api_key else {})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - the test's own cluster
-            return response.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
 
 
 def assert_canary_clean(canary):

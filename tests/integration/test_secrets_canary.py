@@ -27,12 +27,10 @@ import pathlib
 import shlex
 import stat
 import subprocess
-import urllib.error
-import urllib.request
 
 import pytest
 
-from canary import Canary, command_lines, run_sampled
+from canary import Canary, command_lines, http_status, run_sampled
 from conftest import REPO, ansible_env, require, run, tool, wait_for_health
 
 PORT = 18300
@@ -47,15 +45,6 @@ CANARY = Canary("native")
 HF_MARK, KEY_MARK, HF_CANARY, KEY_CANARY = CANARY.hf_mark, CANARY.key_mark, CANARY.hf, CANARY.key
 HF_DECOY, KEY_DECOY = CANARY.hf_decoy, CANARY.key_decoy
 leaks = CANARY.leaks
-
-
-def status_of(url, api_key=None):
-    request = urllib.request.Request(url, headers={"Authorization": "Bearer " + api_key} if api_key else {})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - local test server
-            return response.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
 
 
 @pytest.fixture(scope="module")
@@ -176,8 +165,8 @@ def test_no_command_line_carries_a_secret(canary_deploy):
 def test_server_enforces_the_api_key(canary_deploy):
     base = "http://127.0.0.1:%d" % PORT
     wait_for_health(base, PID_FILE, LOG_FILE, 120)
-    assert status_of(base + "/v1/models") == 401
-    assert status_of(base + "/v1/models", KEY_DECOY) == 401, "the server took the environment's decoy"
-    assert status_of(base + "/v1/models", KEY_CANARY) == 200, "the vault's key did not survive the round trip"
+    assert http_status(base + "/v1/models") == 401
+    assert http_status(base + "/v1/models", KEY_DECOY) == 401, "the server took the environment's decoy"
+    assert http_status(base + "/v1/models", KEY_CANARY) == 200, "the vault's key did not survive the round trip"
     # vLLM's key guards /v1 only (docs/security.md): /health answers without it.
-    assert status_of(base + "/health") == 200
+    assert http_status(base + "/health") == 200
