@@ -33,6 +33,7 @@ import yaml
 
 from canary import Canary, command_lines, http_status, run_sampled
 from conftest import REPO, require, run, tool
+from sim_host import LOGIN, recap, ssh_as, vault_args
 
 INVENTORY = str(REPO / "inventories" / "sim4")
 NODES = ["sim-1", "sim-2", "sim-3", "sim-4"]
@@ -41,7 +42,7 @@ STATE = REPO / "tests" / "output" / "cluster"
 KEY = STATE / "id_ed25519"
 RESULTS = STATE / "results"
 # The sudo password, from the vault cluster-up.sh writes: every play and ad-hoc call escalates with it.
-VAULT = ["-e", "@%s" % (STATE / "become.vault.yml"), "--vault-password-file", str(STATE / "vault-pass")]
+VAULT = vault_args(STATE)
 TIMINGS = {}
 
 
@@ -65,17 +66,7 @@ def node_sh(node, command, timeout=60):
 
 
 def ssh_as_operator(node, command, timeout=60):
-    return subprocess.run(["ssh", "-q", "-i", str(KEY), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
-                           "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=5", "sparkop@" + ADDR[node],
-                           command], capture_output=True, text=True, timeout=timeout, check=False)
-
-
-def recap(output):
-    """{host: {'changed': n, 'failed': n, 'unreachable': n}} from the PLAY RECAP."""
-    result = {}
-    for host, body in re.findall(r"^(\S+)\s+:\s+(ok=.*)$", output, re.M):
-        result[host] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", body)}
-    return result
+    return ssh_as(LOGIN, ADDR[node], KEY, command, timeout)
 
 
 def unit_identity(units):
@@ -116,9 +107,7 @@ def test_nodes_are_reached_as_an_operator(cluster):
     """As on a real Spark: root cannot log in, the login is an ordinary account whose sudo asks for a password,
     and Ansible runs as that login and escalates with the vaulted password."""
     for node in NODES:
-        root = subprocess.run(["ssh", "-q", "-i", str(KEY), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
-                               "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=5", "root@" + ADDR[node], "true"],
-                              capture_output=True, text=True, timeout=60, check=False)
+        root = ssh_as("root", ADDR[node], KEY, "true")
         assert root.returncode != 0, "%s lets root log in over SSH" % node
         login = ssh_as_operator(node, "id -un; id -Gn; sudo -n true")
         assert login.stdout.split()[0] == "sparkop", login.stdout + login.stderr

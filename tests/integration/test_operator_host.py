@@ -34,12 +34,12 @@ import urllib.request
 import pytest
 
 from conftest import REPO, ansible_env, require, run, tool
+from sim_host import LOGIN, recap, ssh_as, vault_args
 
 INVENTORY = REPO / "tests/integration/operator_host"
 STATE = REPO / "tests/output/operator"
 ADDR = "172.29.48.11"
-LOGIN = "sparkop"
-VAULT = ["-e", "@%s" % (STATE / "become.vault.yml"), "--vault-password-file", str(STATE / "vault-pass")]
+VAULT = vault_args(STATE)
 TIMINGS = {}
 
 
@@ -53,14 +53,7 @@ def playbook(name, *args, check=True, timeout=1200):
 
 
 def ssh(command, timeout=60):
-    return subprocess.run(["ssh", "-q", "-i", str(STATE / "id_ed25519"), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
-                           "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=5", "%s@%s" % (LOGIN, ADDR), command],
-                          capture_output=True, text=True, timeout=timeout, check=False)
-
-
-def recap(output):
-    return {host: {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", body)}
-            for host, body in re.findall(r"^(\S+)\s+:\s+(ok=.*)$", output, re.M)}
+    return ssh_as(LOGIN, ADDR, STATE / "id_ed25519", command, timeout)
 
 
 @pytest.fixture(scope="module")
