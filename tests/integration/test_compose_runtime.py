@@ -77,10 +77,13 @@ def compose_host(tmp_path_factory, vllm_cpu_venv):
     docker("volume", "rm", "-f", PROJECT + "_vllm_cache", check=False)
 
 
+def converge_command(state, extra, *args):
+    return [tool("ansible-playbook"), "-i", "localhost,", str(REPO / "tests/integration/playbooks/compose_standin.yml"),
+            *args, "-e", json.dumps(extra), *state["vault"]]
+
+
 def converge(state, **overrides):
-    extra = dict(state["extra"], **overrides)
-    proc = run([tool("ansible-playbook"), "-i", "localhost,", str(REPO / "tests/integration/playbooks/compose_standin.yml"),
-                "-e", json.dumps(extra), *state["vault"]], env=state["env"], timeout=900)
+    proc = run(converge_command(state, dict(state["extra"], **overrides)), env=state["env"], timeout=900)
     return changed_count(proc.stdout), proc.stdout
 
 
@@ -91,8 +94,7 @@ def changed_count(stdout):
 
 def converge_watched(state):
     """The first deploy, as the canary watches it: -vvv, every task's arguments printed, argv sampled."""
-    cmd = [tool("ansible-playbook"), "-i", "localhost,", str(REPO / "tests/integration/playbooks/compose_standin.yml"),
-           "-vvv", "-e", json.dumps(state["extra"]), *state["vault"]]
+    cmd = converge_command(state, state["extra"], "-vvv")
     rc, stdout, stderr, samples = run_sampled(cmd, state["work"], command_lines, cwd=REPO,
                                               env=dict(state["env"], ANSIBLE_DISPLAY_ARGS_TO_STDOUT="True"))
     assert rc == 0, stdout[-6000:] + stderr[-3000:]

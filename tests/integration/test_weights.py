@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from canary import command_lines, run_sampled
 from conftest import LOCAL_INVENTORY, REPO, ansible_env, ansible_playbook, native_vars, run, stand_in_plan, tool
 
 GENERATOR = REPO / "roles/weights/files/generate_tiny_model.py"
@@ -200,20 +201,13 @@ def test_download_reads_the_token_from_a_0600_file_never_argv(tmp_path, vllm_cpu
     before = set(glob.glob("/tmp/sparkfleet-hf-token.*"))
     cmd = [tool("ansible-playbook"), "-i", str(LOCAL_INVENTORY), str(REPO / "playbooks/serve.yml"), "-vvv",
            "-e", json.dumps(extra), "-e", "@%s" % secrets_file, "--tags", "weights_preflight,weights_install"]
-    out = tmp_path / "out.txt"
-    samples = []
     try:
-        with out.open("w") as sink:
-            proc = subprocess.Popen(cmd, cwd=REPO, env=ansible_env(HF_TOKEN=decoy, ANSIBLE_DISPLAY_ARGS_TO_STDOUT="True"),
-                                    stdout=sink, stderr=subprocess.STDOUT)
-            while proc.poll() is None:
-                samples.append(subprocess.run(["ps", "-eww", "-o", "args"], capture_output=True, text=True,
-                                              check=False).stdout)
-                time.sleep(0.3)
+        rc, stdout, stderr, samples = run_sampled(cmd, tmp_path, command_lines, interval=0.3, cwd=REPO,
+                                                  env=ansible_env(HF_TOKEN=decoy, ANSIBLE_DISPLAY_ARGS_TO_STDOUT="True"))
     finally:
         hub.shutdown()
-    output = out.read_text(errors="replace")
-    assert proc.returncode != 0 and "Download the checkpoint into the cache" in output, output[-3000:]
+    output = stdout + stderr
+    assert rc != 0 and "Download the checkpoint into the cache" in output, output[-3000:]
     assert any("download_weights.py" in s for s in samples), "no sample saw the download running"
     assert [line for s in samples for line in s.splitlines() if token in line or decoy in line] == []
     assert token not in output and decoy not in output, "a token in the -vvv output"
