@@ -16,7 +16,7 @@ import yaml
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import bench_report as br
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import diagnose, planner
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog_validate, diagnose, planner
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 RUN = REPO / "tests" / "fixtures" / "h200" / "collection-run"
@@ -55,7 +55,7 @@ def _request(device_vars):
 
 
 def test_the_test_catalog_is_valid_and_the_stand_in_stays_out_of_the_collection(h200_catalog):
-    assert cat.validate_catalog(h200_catalog) == []
+    assert catalog_validate.validate_catalog(h200_catalog) == []
     shipped = cat.load_catalog()
     assert "h200_standin" in h200_catalog["profiles"] and "h200_standin" not in shipped["profiles"]
     assert "tiny_h200" not in shipped["models"] and "v0.25.0" not in shipped["releases"]

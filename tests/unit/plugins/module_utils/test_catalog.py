@@ -12,6 +12,7 @@ import re
 import pytest
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog_docs, catalog_validate
 from conftest import REPO
 
 
@@ -21,7 +22,7 @@ def catalog():
 
 
 def test_catalog_is_structurally_sound(catalog):
-    assert cat.validate_catalog(catalog) == []
+    assert catalog_validate.validate_catalog(catalog) == []
 
 
 def test_catalog_has_every_top_level_key(catalog):
@@ -307,7 +308,7 @@ def test_get_path(catalog):
 def test_validation_catches_a_bad_row(catalog):
     catalog["baselines"][0]["rows"][0]["single_stream_tok_s"] = "fast"
     catalog["baselines"][0]["rows"].append(dict(catalog["baselines"][0]["rows"][1]))
-    problems = cat.validate_catalog(catalog)
+    problems = catalog_validate.validate_catalog(catalog)
     assert any("is not a figure" in p for p in problems) and any("duplicates" in p for p in problems)
 
 
@@ -336,7 +337,7 @@ def test_validation_of_the_new_tables(catalog):
     catalog["diagnostics"][1]["id"] = catalog["diagnostics"][0]["id"]
     del catalog["diagnostics"][2]["fix"]
     catalog["releases"]["v0.30.0"]["defects"][0]["when"]["profiles"] = ["h100"]
-    problems = "\n".join(cat.validate_catalog(catalog))
+    problems = "\n".join(catalog_validate.validate_catalog(catalog))
     for expected in ("defaults.objective 'latency'", "defaults.bench_mode 'soak'", "objectives.interactive.metric",
                      "bench_modes.sweep lacks a description", "smoke_expected_misses.vision[0].unless.drafters",
                      "unknown smoke check speling", "unknown condition gpus", "does not compile", "duplicated id",
@@ -373,7 +374,7 @@ def test_conditions_hold(when, context, holds):
 
 def test_docs_catalog_md_is_generated_from_the_catalog(catalog):
     path = REPO / "docs/catalog.md"
-    rendered = cat.render_markdown(catalog)
+    rendered = catalog_docs.render_markdown(catalog)
     if os.environ.get("REGENERATE_DOCS") == "1":
         path.write_text(rendered, encoding="utf-8")
     assert path.read_text(encoding="utf-8") == rendered, (
@@ -434,7 +435,7 @@ def test_validation_refuses_a_misused_calibrated_row(catalog, change, problem):
         group["stand_in"] = change["stand_in"]
     else:
         group["rows"][0].update(change)
-    assert any(problem in p for p in cat.validate_catalog(broken)), cat.validate_catalog(broken)
+    assert any(problem in p for p in catalog_validate.validate_catalog(broken)), catalog_validate.validate_catalog(broken)
 
 
 def test_a_first_start_failure_names_a_diagnosis(catalog):
@@ -442,4 +443,4 @@ def test_a_first_start_failure_names_a_diagnosis(catalog):
     assert catalog["profiles"]["rtx_5090"]["models"]["31b"]["first_start_failure"] == "kv_cache_below_one_request"
     broken = copy.deepcopy(catalog)
     broken["profiles"]["rtx_5090"]["models"]["31b"]["first_start_failure"] = "kv_too_small"
-    assert any("first_start_failure 'kv_too_small' is not a diagnostics id" in p for p in cat.validate_catalog(broken))
+    assert any("first_start_failure 'kv_too_small' is not a diagnostics id" in p for p in catalog_validate.validate_catalog(broken))

@@ -1,0 +1,212 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026 sparkfleet.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Check a loaded catalog for the mistakes the planner would otherwise meet at plan time.
+
+``validate_catalog`` returns a list of problems (empty when the catalog is sound): unknown names in conditions,
+figures that are not figures, smoke misses and diagnostics that name what does not exist. The unit tests run it
+on the shipped catalog and on broken copies; the loader and the queries live in ``catalog``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.catalog import (
+    CONDITION_KEYS,
+    DIAGNOSTIC_FIELDS,
+    DRAFTER_NONE,
+    METRICS,
+    SMOKE_CHECKS,
+    TOP_LEVEL_KEYS,
+    baseline_rows,
+    drafter_checkpoint,
+    version_tuple,
+)
+
+
+def _is_figure(value):
+    if value is None or isinstance(value, bool):
+        return value is None
+    if isinstance(value, (int, float)):
+        return value >= 0
+    if isinstance(value, list):
+        return len(value) == 2 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value) and value[0] <= value[1]
+    return False
+
+
+def _condition_problems(catalog, where, when):
+    if when is None:
+        return []
+    if not isinstance(when, dict):
+        return ["%s must be a mapping of conditions" % where]
+    problems = []
+    names = {"profiles": catalog["profiles"], "drafters": list(catalog["drafters"]) + [DRAFTER_NONE],
+             "models": catalog["models"], "models_except": catalog["models"]}
+    for key, value in when.items():
+        if key not in CONDITION_KEYS:
+            problems.append("%s: unknown condition %s (valid: %s)" % (where, key, ", ".join(CONDITION_KEYS)))
+        elif key in names:
+            unknown = [v for v in (value if isinstance(value, list) else [value]) if v not in names[key]]
+            if not isinstance(value, list) or unknown:
+                problems.append("%s.%s must list known names (unknown: %s)" % (where, key, unknown or value))
+        elif key == "min_nodes" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            problems.append("%s.min_nodes must be a positive integer" % where)
+    return problems
+
+
+def _smoke_misses_problems(catalog, model, table):
+    if table is None:
+        return []
+    where = "models.%s.smoke_expected_misses" % model
+    if not isinstance(table, dict):
+        return ["%s must map smoke checks to lists of misses" % where]
+    problems = []
+    for check, entries in table.items():
+        if check not in SMOKE_CHECKS:
+            problems.append("%s names unknown smoke check %s (valid: %s)" % (where, check, ", ".join(SMOKE_CHECKS)))
+        if not isinstance(entries, list) or not entries:
+            problems.append("%s.%s must be a non-empty list" % (where, check))
+            continue
+        for index, entry in enumerate(entries):
+            at = "%s.%s[%d]" % (where, check, index)
+            if not isinstance(entry, dict) or not str(entry.get("miss") or "").strip():
+                problems.append("%s lacks miss" % at)
+                continue
+            unknown = sorted(set(entry) - {"miss", "when", "unless", "note"})
+            if unknown:
+                problems.append("%s has unknown keys %s" % (at, ", ".join(unknown)))
+            problems.extend(_condition_problems(catalog, at + ".when", entry.get("when")))
+            problems.extend(_condition_problems(catalog, at + ".unless", entry.get("unless")))
+    return problems
+
+
+def _diagnostics_problems(table):
+    if not isinstance(table, list) or not table:
+        return ["diagnostics must be a non-empty list"]
+    problems, seen = [], set()
+    for index, entry in enumerate(table):
+        where = "diagnostics[%d] (%s)" % (index, (entry or {}).get("id") if isinstance(entry, dict) else entry)
+        if not isinstance(entry, dict):
+            problems.append("%s is not a mapping" % where)
+            continue
+        if set(entry) != set(DIAGNOSTIC_FIELDS):
+            problems.append("%s must have exactly the keys %s" % (where, ", ".join(DIAGNOSTIC_FIELDS)))
+        if entry.get("id") in seen:
+            problems.append("%s: duplicated id" % where)
+        seen.add(entry.get("id"))
+        for field in ("id", "title", "explanation", "fix"):
+            if not isinstance(entry.get(field), str) or not entry[field].strip():
+                problems.append("%s.%s must be a non-empty string" % (where, field))
+        patterns = entry.get("patterns")
+        if not isinstance(patterns, list) or not patterns:
+            problems.append("%s.patterns must be a non-empty list of regular expressions" % where)
+            continue
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except (re.error, TypeError) as exc:
+                problems.append("%s: pattern %r does not compile: %s" % (where, pattern, exc))
+    return problems
+
+
+def validate_catalog(catalog):
+    """Structural problems in a catalog, as a list of strings (empty when sound)."""
+    problems = []
+    for key in TOP_LEVEL_KEYS:
+        if key not in catalog:
+            problems.append("missing top-level key %s" % key)
+    if problems:
+        return problems
+    models, profiles, releases, drafters = catalog["models"], catalog["profiles"], catalog["releases"], catalog["drafters"]
+    defaults = catalog["defaults"]
+    if defaults.get("model") not in models:
+        problems.append("defaults.model %r is not a model" % defaults.get("model"))
+    if defaults.get("release") not in releases:
+        problems.append("defaults.release %r is not a release" % defaults.get("release"))
+    for table, metric_needed in (("objectives", True), ("bench_modes", False)):
+        entries = catalog[table]
+        if not isinstance(entries, dict) or not entries:
+            problems.append("%s must be a non-empty mapping" % table)
+            continue
+        for name, entry in entries.items():
+            if not isinstance(entry, dict) or not str(entry.get("description") or "").strip():
+                problems.append("%s.%s lacks a description" % (table, name))
+            elif metric_needed and entry.get("metric") not in METRICS:
+                problems.append("%s.%s.metric %r is not a baseline metric (%s)" % (
+                    table, name, entry.get("metric"), ", ".join(METRICS)))
+    if defaults.get("objective") not in (catalog["objectives"] or {}):
+        problems.append("defaults.objective %r is not an objective" % defaults.get("objective"))
+    if defaults.get("bench_mode") not in (catalog["bench_modes"] or {}):
+        problems.append("defaults.bench_mode %r is not a bench mode" % defaults.get("bench_mode"))
+    problems.extend(_diagnostics_problems(catalog["diagnostics"]))
+    for name, model in models.items():
+        if name != name.lower():
+            problems.append("model key %s must be lower case" % name)
+        for field in ("checkpoint", "served_name", "max_context", "vision", "audio", "source"):
+            if field not in model:
+                problems.append("models.%s lacks %s" % (name, field))
+        problems.extend(_smoke_misses_problems(catalog, name, model.get("smoke_expected_misses")))
+    for name, drafter in drafters.items():
+        for model in (drafter.get("checkpoints") or {}):
+            if model not in models:
+                problems.append("drafters.%s.checkpoints names unknown model %s" % (name, model))
+        if not isinstance(drafter.get("num_speculative_tokens"), int):
+            problems.append("drafters.%s.num_speculative_tokens must be an integer" % name)
+    for name, profile in profiles.items():
+        for field in ("gpu_memory_utilization", "max_num_batched_tokens", "default_drafter", "default_release", "node_counts"):
+            if field not in profile:
+                problems.append("profiles.%s lacks %s" % (name, field))
+        if profile.get("default_release") not in releases:
+            problems.append("profiles.%s.default_release %r is not a release" % (name, profile.get("default_release")))
+        if profile.get("default_drafter") not in list(drafters) + [DRAFTER_NONE]:
+            problems.append("profiles.%s.default_drafter %r is not a drafter" % (name, profile.get("default_drafter")))
+        diagnosis_ids = [d.get("id") for d in catalog.get("diagnostics") or []]
+        for model, rules in (profile.get("models") or {}).items():
+            if model not in models:
+                problems.append("profiles.%s.models names unknown model %s" % (name, model))
+            failure = (rules or {}).get("first_start_failure")
+            if failure is not None and failure not in diagnosis_ids:
+                problems.append("profiles.%s.models.%s.first_start_failure %r is not a diagnostics id" % (name, model, failure))
+    for name, release in releases.items():
+        if version_tuple(release.get("version")) is None:
+            problems.append("releases.%s has no version" % name)
+        for defect in release.get("defects") or []:
+            if defect.get("action") not in ("refuse", "warn", "env"):
+                problems.append("releases.%s defect %s has action %r" % (name, defect.get("id"), defect.get("action")))
+            problems.extend(_condition_problems(catalog, "releases.%s defect %s when" % (name, defect.get("id")),
+                                                defect.get("when")))
+    seen = {}
+    for row in baseline_rows(catalog):
+        where = "baseline %s/%s/%s nodes/%s/%s (%s)" % (
+            row.get("profile"), row.get("model"), row.get("nodes"), row.get("release"), row.get("drafter"), row.get("table"))
+        if row.get("profile") not in profiles:
+            problems.append("%s: unknown profile" % where)
+        if row.get("model") not in models:
+            problems.append("%s: unknown model" % where)
+        if row.get("release") not in releases:
+            problems.append("%s: unknown release" % where)
+        if row.get("drafter") != DRAFTER_NONE and not drafter_checkpoint(catalog, row.get("drafter"), row.get("model")):
+            problems.append("%s: no such drafter for the model" % where)
+        if not isinstance(row.get("nodes"), int) or row["nodes"] < 1:
+            problems.append("%s: nodes must be a positive integer" % where)
+        for metric in METRICS:
+            if not _is_figure(row.get(metric)):
+                problems.append("%s: %s=%r is not a figure" % (where, metric, row.get(metric)))
+        if row.get("calibrate"):
+            if not row.get("stand_in"):
+                problems.append("%s: only a stand-in's baseline may be calibrated; real hardware keeps its measured "
+                                "figures" % where)
+            if any(row.get(m) is not None for m in METRICS):
+                problems.append("%s: a calibrated row records no figures" % where)
+        elif not any(row.get(m) is not None for m in METRICS):
+            problems.append("%s: no figure at all" % where)
+        key = (row.get("profile"), row.get("model"), row.get("drafter"), row.get("nodes"), row.get("release"), row.get("date"),
+               bool(row.get("patched")))
+        if key in seen:
+            problems.append("%s: duplicates %s" % (where, seen[key]))
+        seen[key] = where
+    return problems
