@@ -5,13 +5,16 @@
 
   cluster_weights.py manifest ROOT REPO_DIR      # on the head: JSON manifest on stdout
   cluster_weights.py check    ROOT MANIFEST      # on a worker: exit 0 when it already matches
-  cluster_weights.py pull     ROOT MANIFEST URL  # on a worker: fetch what differs from URL (the head)
+  cluster_weights.py pull     ROOT MANIFEST URL_FILE  # on a worker: fetch what differs from the URL in URL_FILE
 
 ROOT is <HF_HOME>/hub, REPO_DIR a directory in it such as
 models--org--name. The manifest lists every regular file (size, sha256) and
 every symlink (the cache's snapshots/ point into blobs/). A worker keeps the
 manifest it verified; a later check re-hashes only files whose size or mtime
 moved. Standard library only: it runs with the system python3.
+
+The head serves its files under a random path (a capability URL: other machines on the link can neither list
+nor guess it); the URL reaches the pull in a 0600 file, never on a command line or in an environment prefix.
 """
 import hashlib
 import json
@@ -139,7 +142,9 @@ def main(argv):
                           "links_differing": [link["path"] for link in bad_links]}))
         return 0
     if command == "pull":
-        print(json.dumps(pull(root, wanted, argv[4])))
+        with open(argv[4]) as handle:
+            url = handle.read().strip()
+        print(json.dumps(pull(root, wanted, url)))
         return 0
     raise SystemExit("unknown command %s" % command)
 
