@@ -405,9 +405,8 @@ def node_command_lines():
 
 def units_journal(lines=60):
     """The last journal lines of both cluster units on each node of the pair: why a deploy failed, in its message."""
-    return "\n".join("== %s ==\n%s" % (node, node_sh(node, "journalctl -u vllm-cluster.service -u vllm-cluster-ray.service "
-                                                            "-n %d --no-pager" % lines, timeout=120).stdout)
-                     for node in PAIR)
+    command = "journalctl -u vllm-cluster.service -u vllm-cluster-ray.service -n %d --no-pager" % lines
+    return "\n".join("== %s ==\n%s" % (node, node_sh(node, command, timeout=120).stdout) for node in PAIR)
 
 
 def site_on_the_pair(executor, canary=None):
