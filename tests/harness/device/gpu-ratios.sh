@@ -70,7 +70,7 @@ log "healthy after $healthy s"
 fi
 
 python3 tests/harness/device/gpu_ratios.py --url http://127.0.0.1:8000 --model tiny --tokenizer "$SNAP" \
-  --rounds "${ROUNDS:-8}" --tokens "${TOKENS:-256}" --prompt-tokens 64 --deadline $((DEADLINE - 8)) \
+  --rounds "${ROUNDS:-8}" --tokens "${TOKENS:-256}" --prompt-tokens 64 --deadline $((DEADLINE - 8)) --only "${ONLY:-}" \
   --out "$R/ratio-rounds$TAG.jsonl" --workdir "$R/vb" > "$R/logs/ratios$TAG.log" 2>&1
 log "ratios rc=$?"
 cat "$R/ratio-rounds$TAG-summary.txt" >> "$R/summary.txt" 2>/dev/null || tail -20 "$R/logs/ratios$TAG.log" >> "$R/summary.txt"

@@ -97,6 +97,7 @@ def main():
     parser.add_argument("--prompt-tokens", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--deadline", type=float, default=0, help="epoch seconds: start no round that would end later")
+    parser.add_argument("--only", default="", help="run only the pairs whose name starts with this (e.g. 'standard c1')")
     parser.add_argument("--out", required=True)
     parser.add_argument("--workdir", required=True)
     args = parser.parse_args()
@@ -118,6 +119,8 @@ def main():
                 break
             fig = {"round": round_no + 1, "order": []}
             for name, module_side, vllm_side in pairs(client, run, args.tokens, args.prompt_tokens, round_no):
+                if not name.startswith(args.only):
+                    continue
                 sides = [("module", module_side), ("vllm", vllm_side)]
                 if flip % 2:
                     sides.reverse()
