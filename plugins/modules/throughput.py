@@ -178,7 +178,7 @@ result:
   sample: {"output_throughput": 1499.2, "median_ttft_ms": 41.2, "p99_itl_ms": 7.9,
            "sparkfleet": {"mode": "standard", "single_stream_tok_s": 555.1, "aggregate_8_tok_s": 1499.2}}
 single_stream_tok_s:
-  description: Mean single-stream decode rate (standard mode).
+  description: Single-stream decode, output tokens of the fixed prompts run one after another over that run's wall-clock time (standard mode).
   returned: mode is standard
   type: float
   sample: 555.1
