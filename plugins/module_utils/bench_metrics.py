@@ -115,10 +115,33 @@ def calculate_metrics(outputs, duration, percentiles=DEFAULT_PERCENTILES):
 
 
 def single_stream_rate(output):
-    """Decode rate of one request as the notes measure it: completion tokens over its wall time."""
+    """Decode rate of one request: completion tokens over its own latency (request sent to last token)."""
     length, _exact = output_length(output)
     latency = float(_get(output, "latency", 0.0) or 0.0)
     return length / latency if latency > 0 and _get(output, "success") else 0.0
+
+
+def mean_request_rate(outputs):
+    """Mean of single_stream_rate over the successful requests: the figure single-stream used to report.
+
+    It differs from `vllm bench serve --max-concurrency 1` twice over: a mean of per-request rates is not the
+    rate of their sum, and each latency leaves out the gaps between requests (connect, request parsing,
+    the usage chunk and [DONE]), which vLLM's duration keeps. Kept in the result for comparison only.
+    """
+    rates = [single_stream_rate(o) for o in outputs if _get(o, "success")]
+    return mean(rates)
+
+
+def sequential_throughput(outputs, duration):
+    """Output tokens over the wall-clock duration of a run of requests, as `vllm bench serve` divides them.
+
+    `duration` runs from the first request sent to the last one finished (vLLM's benchmark_duration), so it
+    includes every gap between requests; failed requests count no tokens but their time.
+    """
+    duration = float(duration or 0.0)
+    if duration <= 0:
+        return 0.0
+    return sum(output_length(o)[0] for o in outputs if _get(o, "success")) / duration
 
 
 # --------------------------------------------------------------------------- /metrics (Prometheus text)

@@ -44,7 +44,9 @@ def markdown_standard(result):
              "%s, %s; greedy, %s generated tokens per request, ignore_eos." % (
                  result.get("date", ""), extra.get("url", ""), _fmt(extra.get("output_tokens"))), "",
              "| Measure | Value |", "|---|---|",
-             "| Single-stream decode (mean of %d prompts) | %s tok/s |" % (
+             # Results written before single stream followed vllm bench serve (no duration recorded) keep their label.
+             "| Single-stream decode (%s %d prompts) | %s tok/s |" % (
+                 "mean of" if extra.get("single_stream_duration_s") is None else "one after another,",
                  len(extra.get("single_stream_runs", [])), _fmt(extra.get("single_stream_tok_s"))),
              "| Aggregate decode, %d streams | %s tok/s |" % (
                  extra.get("aggregate_streams", 8), _fmt(extra.get("aggregate_8_tok_s"))),
@@ -68,8 +70,11 @@ def markdown_sweep(result):
     extra = result[ADDITIONS_KEY]
     cells = extra.get("cells", [])
     lines = ["# Throughput sweep - %s" % result.get("model_id", ""), "",
-             "%s, %s; random prompts, %s output tokens, ignore_eos, all requests at once." % (
-                 result.get("date", ""), extra.get("url", ""), _fmt(extra.get("output_tokens"))), "",
+             "%s, %s; random prompts, %s output tokens, ignore_eos, %s." % (
+                 result.get("date", ""), extra.get("url", ""), _fmt(extra.get("output_tokens")),
+                 "all requests at once" if not cells or "num_prompts" not in cells[0] else
+                 "per shape %s requests with at most the concurrency in flight" % "/".join(
+                     str(n) for n in sorted({c["num_prompts"] for c in cells}))), "",
              "| Prompt tokens | Concurrency | Output tok/s | Median TTFT ms | p99 TTFT ms | Mean TPOT ms | "
              "p99 ITL ms | Failed |", "|---|---|---|---|---|---|---|---|"]
     for cell in cells:

@@ -131,16 +131,21 @@ def warm_up(client, count, streams=1, tokens=64):
 
 
 def run_standard(client, output_tokens=1024, warmup=1, streams=8, prompts=STANDARD_PROMPTS):
-    """Single-stream (mean of one run per prompt) and one batch of `streams` concurrent streams."""
+    """Single stream and one batch of `streams` concurrent streams, each figure as `vllm bench serve` reports it.
+
+    Single stream is `--num-prompts len(prompts) --max-concurrency 1`: the prompts one after another in one
+    run, output tokens over the run's wall-clock duration (first request sent to last one finished). The
+    aggregate is `--num-prompts streams --max-concurrency streams`, one batch all at once.
+    """
     result = base_result(client, "standard", output_tokens)
     extra = result[br.ADDITIONS_KEY]
     warm_up(client, warmup, streams)
     before = client.metrics()
+    single_outputs, single_duration = client.stream([client.payload(p, output_tokens) for p in prompts],
+                                                    concurrency=1)
     single_runs = []
     failures = []
-    for index, prompt in enumerate(prompts):
-        outputs, _duration = client.stream([client.payload(prompt, output_tokens)], concurrency=1)
-        out = outputs[0]
+    for index, out in enumerate(single_outputs):
         if not out.success:
             failures.append("single-stream prompt %d: %s" % (index, out.error))
         single_runs.append({"prompt": index, "tok_s": round(bm.single_stream_rate(out), 3),
@@ -156,9 +161,10 @@ def run_standard(client, output_tokens=1024, warmup=1, streams=8, prompts=STANDA
     result.update(metrics)
     result["num_prompts"] = streams
     result["max_concurrency"] = streams
-    ok_rates = [r["tok_s"] for r in single_runs if r["success"]]
     extra.update({
-        "single_stream_tok_s": round(bm.mean(ok_rates), 3) if ok_rates else 0.0,
+        "single_stream_tok_s": round(bm.sequential_throughput(single_outputs, single_duration), 3),
+        "single_stream_duration_s": round(single_duration, 4),
+        "single_stream_mean_request_tok_s": round(bm.mean_request_rate(single_outputs), 3),
         "aggregate_8_tok_s": round(metrics["output_throughput"], 3),
         "aggregate_streams": streams,
         "single_stream_runs": single_runs,
@@ -183,9 +189,27 @@ def random_prompt(client, prompt_tokens, rng):
     return " ".join(words[:prompt_tokens]), False
 
 
+def sweep_prompt_count(concurrency, num_prompts=0):
+    """Prompts one sweep cell sends: `num_prompts`, or with 0, max(16, 2 x concurrency).
+
+    As `vllm bench serve --num-prompts N --max-concurrency C`: N requests with at most C in flight, so a
+    1-stream cell is N requests one after another, not one request, and a wide cell runs two waves.
+    """
+    if int(concurrency) < 1:
+        raise ValueError("concurrency must be at least 1, got %r" % (concurrency,))
+    if num_prompts:
+        if int(num_prompts) < 1:
+            raise ValueError("num_prompts must be 0 (automatic) or at least 1, got %r" % (num_prompts,))
+        return int(num_prompts)
+    return max(16, 2 * int(concurrency))
+
+
 def run_sweep(client, concurrency=(1, 8, 32, 64), prompt_tokens=(1024, 8192), output_tokens=1024, warmup=1,
-              seed=0):
-    """`vllm bench serve --dataset-name random --request-rate inf --ignore-eos` at every shape."""
+              seed=0, num_prompts=0):
+    """`vllm bench serve --dataset-name random --request-rate inf --ignore-eos` at every shape.
+
+    Each cell is `--num-prompts sweep_prompt_count(c, num_prompts) --max-concurrency c`.
+    """
     result = base_result(client, "sweep", output_tokens)
     extra = result[br.ADDITIONS_KEY]
     warm_up(client, warmup, max(concurrency))
@@ -205,7 +229,7 @@ def run_sweep(client, concurrency=(1, 8, 32, 64), prompt_tokens=(1024, 8192), ou
                         "inflating throughput and understating TTFT" % detail)
             rng = random.Random("%s-%s-%s" % (seed, length, conc))
             prompts = []
-            for _stream in range(conc):
+            for _request in range(sweep_prompt_count(conc, num_prompts)):
                 prompt, is_exact = random_prompt(client, length, rng)
                 exact = exact and is_exact
                 prompts.append(prompt)
@@ -214,7 +238,7 @@ def run_sweep(client, concurrency=(1, 8, 32, 64), prompt_tokens=(1024, 8192), ou
             outputs, duration = client.stream(payloads, concurrency=conc, api=api)
             metrics = bm.calculate_metrics(outputs, duration)
             metrics.pop("_usage_missing")
-            cell = {"prompt_tokens": length, "concurrency": conc}
+            cell = {"prompt_tokens": length, "concurrency": conc, "num_prompts": len(prompts)}
             for key in ("output_throughput", "total_token_throughput", "request_throughput", "duration",
                         "completed", "failed", "total_input_tokens", "total_output_tokens", "median_ttft_ms",
                         "p99_ttft_ms", "mean_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms",
@@ -232,7 +256,7 @@ def run_sweep(client, concurrency=(1, 8, 32, 64), prompt_tokens=(1024, 8192), ou
         top = max(cells, key=lambda c: c["output_throughput"])
         result.update({k: v for k, v in top.items() if k not in ("errors",)})
         result["max_concurrency"] = top["concurrency"]
-        result["num_prompts"] = top["concurrency"]
+        result["num_prompts"] = top["num_prompts"]
     result["failed"] = sum(c["failed"] for c in cells)
     _server_side(client, before, after, extra)
     return result

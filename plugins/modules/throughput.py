@@ -18,10 +18,13 @@ description:
     (C(stream_options.include_usage)), pooling inter-token latency over chunk gaps, and taking
     percentiles by linear interpolation.
   - C(standard) is the method of the notes that every catalog baseline was measured with, greedy,
-    O(output_tokens) generated tokens per request with C(ignore_eos); single-stream is the mean of one run per
-    prompt over eight fixed prompts (technical and prose), aggregate is one batch of eight concurrent streams.
-  - C(sweep) runs every O(concurrency) x O(prompt_tokens) shape with random prompts, all requests at once,
-    resetting the prefix cache between shapes when the server allows it (C(VLLM_SERVER_DEV_MODE=1)).
+    O(output_tokens) generated tokens per request with C(ignore_eos), over eight fixed prompts (technical and
+    prose). Single-stream is the eight prompts one after another, output tokens over the run's wall-clock
+    duration, as C(vllm bench serve --max-concurrency 1) reports it; aggregate is one batch of O(streams)
+    concurrent streams.
+  - C(sweep) runs every O(concurrency) x O(prompt_tokens) shape with random prompts as
+    C(vllm bench serve --num-prompts N --max-concurrency C) does, N being O(num_prompts), resetting the prefix
+    cache between shapes when the server allows it (C(VLLM_SERVER_DEV_MODE=1)).
   - C(load) is the burst test for tight-memory configurations, with many concurrent long prompts, concurrent
     multi-image prompts at the largest soft-token setting, and a few near-full-context prompts; any failed request
     fails the run, and the GPU memory peak is sampled with C(nvidia-smi) on the host the module runs on.
@@ -61,6 +64,14 @@ options:
     type: list
     elements: int
     default: [1024, 8192]
+  num_prompts:
+    description:
+      - Requests per sweep shape, sent with at most that shape's O(concurrency) in flight (C(vllm bench serve
+        --num-prompts) with C(--max-concurrency)).
+      - C(0) sends the larger of 16 and twice the concurrency, so a 1-stream shape measures 16 requests in a row
+        and a 64-stream shape two waves of 64.
+    type: int
+    default: 0
   warmup:
     description:
       - Warm-up rounds before measuring. Each round sends one short request, then one batch of short requests at the
@@ -167,7 +178,7 @@ result:
   sample: {"output_throughput": 1499.2, "median_ttft_ms": 41.2, "p99_itl_ms": 7.9,
            "sparkfleet": {"mode": "standard", "single_stream_tok_s": 555.1, "aggregate_8_tok_s": 1499.2}}
 single_stream_tok_s:
-  description: Mean single-stream decode rate (standard mode).
+  description: Single-stream decode, output tokens of the fixed prompts run one after another over that run's wall-clock time (standard mode).
   returned: mode is standard
   type: float
   sample: 555.1
@@ -269,6 +280,7 @@ ARGUMENT_SPEC = {
     "streams": {"type": "int", "default": 8},
     "concurrency": {"type": "list", "elements": "int", "default": [1, 8, 32, 64]},
     "prompt_tokens": {"type": "list", "elements": "int", "default": [1024, 8192], "no_log": False},
+    "num_prompts": {"type": "int", "default": 0},
     "warmup": {"type": "int", "default": 1},
     "timeout": {"type": "float", "default": 1800},
     "results_dir": {"type": "path"},
@@ -297,7 +309,10 @@ def main():
             extra["baseline"] = p["baseline"]
         result[br.ADDITIONS_KEY]["ceiling"] = bm.ceiling_share(p["ceiling"], result[br.ADDITIONS_KEY]["single_stream_tok_s"])
     elif p["mode"] == "sweep":
-        result = bench_run.run_sweep(client, p["concurrency"], p["prompt_tokens"], p["output_tokens"], p["warmup"])
+        if p["num_prompts"] < 0 or any(c < 1 for c in p["concurrency"]):
+            module.fail_json(msg="sweep needs num_prompts >= 0 and every concurrency >= 1")
+        result = bench_run.run_sweep(client, p["concurrency"], p["prompt_tokens"], p["output_tokens"], p["warmup"],
+                                     num_prompts=p["num_prompts"])
     else:
         try:
             shape = {key: int(value) for key, value in p["load_shape"].items()}

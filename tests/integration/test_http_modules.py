@@ -289,11 +289,12 @@ def test_throughput_gate_on_a_calibrated_baseline_fails_high_and_passes_on_the_m
 def test_sweep_resets_the_prefix_cache_on_a_dev_mode_server(server, healthy, workdir):
     result, _stdout, _seconds = adhoc("sparkfleet.vllm.throughput", {
         "url": server.url, "model": SERVED, "mode": "sweep", "concurrency": [1, 4], "prompt_tokens": [64, 256],
-        "output_tokens": 64, "results_dir": str(workdir / "sweep")})
+        "num_prompts": 4, "output_tokens": 64, "results_dir": str(workdir / "sweep")})
     assert not result.get("failed"), result.get("msg")
     extra = result["result"]["sparkfleet"]
     assert extra["prefix_cache_reset"] is True
     assert len(extra["cells"]) == 4 and all(c["failed"] == 0 for c in extra["cells"])
     # /tokenize made the prompts exact: the server counted exactly the requested prompt tokens.
-    assert [c["total_input_tokens"] for c in extra["cells"]] == [64, 4 * 64, 256, 4 * 256]
+    # Four prompts per shape (vllm bench serve's --num-prompts), run one at a time at 1 stream.
+    assert [c["total_input_tokens"] for c in extra["cells"]] == [4 * 64, 4 * 64, 4 * 256, 4 * 256]
     assert sorted(os.path.splitext(f)[1] for f in result["files"]) == [".json", ".md", ".png"]

@@ -4,7 +4,8 @@ Runs ON the device (from gpu-run.sh) against one healthy vLLM. Each round runs b
 first side alternating between rounds. Sides and what each figure is:
 
 module side (the collection's own code: plugins/module_utils/bench_run.py through .collections):
-  std_single        run_standard's single_stream_tok_s: mean over 8 prompts of tokens_i / latency_i
+  std_single        run_standard's single_stream_tok_s (since issue 18 item 3: the 8 prompts in one run at
+                    concurrency 1, tokens over its wall clock; before: mean over 8 of tokens_i / latency_i)
   std_single_sum    the same 8 outputs, sum(tokens) / sum(latency)           (ratio of sums, no gaps)
   std_single_wall   the same 8 outputs, sum(tokens) / (last end - first start) (vllm bench's definition)
   std_agg8          run_standard's aggregate_8_tok_s (one batch of 8)
@@ -97,7 +98,7 @@ def module_side(client, recorder, tokens, prompt_tokens, seed):
     assert not extra["failures"], extra["failures"]
     fig["std_single"] = extra["single_stream_tok_s"]
     fig["std_agg8"] = extra["aggregate_8_tok_s"]
-    singles = [outs[0] for outs, _d in recorder.batches[:8]]
+    singles = recorder.batches[0][0]  # run_standard streams the 8 single-stream prompts as one run
     toks = sum(bm.output_length(o)[0] for o in singles)
     fig["std_single_sum"] = toks / sum(o.latency for o in singles)
     fig["std_single_wall"] = toks / (max(o.start_time + o.latency for o in singles) - min(o.start_time for o in singles))

@@ -151,3 +151,25 @@ def test_ceiling_share_is_the_single_stream_fraction_of_the_plan_ceiling():
     assert share["single_stream_fraction"] == round(56.3 / 102.7, 4)
     assert share["message"].startswith("single-stream decode at 55% of the memory-bandwidth ceiling (102.7 tok/s")
     assert bm.ceiling_share(None, 56.3) is None and bm.ceiling_share(ceiling, None) is None
+
+
+# Single stream, the way `vllm bench serve --max-concurrency 1` divides it: tokens of the whole run over the run's
+# wall-clock duration (gaps between requests included), not the mean of each request's own rate.
+@pytest.mark.parametrize("outputs,duration,sequential,mean_rate", [
+    # Two requests of 100 tokens, 1.0 s each, 0.1 s gap between them: 200 / 2.1, while each ran at 100 tok/s.
+    ([out(output_tokens=100, latency=1.0), out(output_tokens=100, latency=1.0)], 2.1, 200 / 2.1, 100.0),
+    # Unequal requests: the mean of rates (100 and 25) is not the rate of their sum (150 / 3.0).
+    ([out(output_tokens=100, latency=1.0), out(output_tokens=50, latency=2.0)], 3.0, 50.0, 62.5),
+    # A failed request counts no tokens but keeps its time in the duration (as vLLM's calculate_metrics).
+    ([out(output_tokens=100, latency=1.0), out(success=False, output_tokens=None, latency=0.5)], 1.5, 100 / 1.5,
+     100.0),
+    # No usage chunk: the event count stands in, as in calculate_metrics.
+    ([out(output_tokens=None, chunks=40, latency=0.5)], 0.5, 80.0, 80.0),
+    ([], 0.0, 0.0, 0.0),
+])
+def test_sequential_throughput_is_vllm_bench_output_throughput(outputs, duration, sequential, mean_rate):
+    assert bm.sequential_throughput(outputs, duration) == pytest.approx(sequential)
+    assert bm.mean_request_rate(outputs) == pytest.approx(mean_rate)
+    if duration:
+        assert bm.sequential_throughput(outputs, duration) == pytest.approx(
+            bm.calculate_metrics(outputs, duration)["output_throughput"])

@@ -2,6 +2,8 @@
 import struct
 import zlib
 
+import pytest
+
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import bench_report as br
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import png
 
@@ -77,3 +79,29 @@ def test_markdown_standard_shows_the_bandwidth_ceiling():
            "measured 55% of it |" in text
     del extra["ceiling"]
     assert "ceiling" not in br.markdown({"model_id": "m", br.ADDITIONS_KEY: extra})
+
+
+@pytest.mark.parametrize("extra,label", [
+    ({"single_stream_duration_s": 4.2}, "Single-stream decode (one after another, 2 prompts) | 480.0 tok/s"),
+    ({}, "Single-stream decode (mean of 2 prompts) | 480.0 tok/s"),  # a result written before the change
+])
+def test_standard_report_names_the_single_stream_definition(extra, label):
+    result = {"model_id": "m", br.ADDITIONS_KEY: dict(extra, mode="standard", single_stream_tok_s=480.0,
+                                                      single_stream_runs=[{}, {}], aggregate_8_tok_s=1.0, notes=[])}
+    assert label in br.markdown(result)
+
+
+@pytest.mark.parametrize("counts,text", [
+    ((16, 16, 128), "per shape 16/128 requests with at most the concurrency in flight"),
+    ((None, None), "all requests at once"),  # cells of a result written before num_prompts
+])
+def test_sweep_report_says_how_many_requests_a_shape_sent(counts, text):
+    cells = []
+    for conc, count in zip((1, 8, 64), counts):
+        cell = {"prompt_tokens": 64, "concurrency": conc, "output_throughput": 1.0, "median_ttft_ms": 1.0,
+                "p99_ttft_ms": 1.0, "mean_tpot_ms": 1.0, "p99_itl_ms": 1.0}
+        if count:
+            cell["num_prompts"] = count
+        cells.append(cell)
+    result = {"model_id": "m", br.ADDITIONS_KEY: {"mode": "sweep", "cells": cells, "notes": []}}
+    assert text in br.markdown(result)

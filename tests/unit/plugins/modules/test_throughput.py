@@ -167,3 +167,28 @@ def test_mode_choices_are_the_catalogs_bench_modes():
     assert documented["choices"] == list(catalog["bench_modes"])
     assert throughput.ARGUMENT_SPEC["mode"]["choices"] == list(catalog["bench_modes"])
     assert documented["default"] == throughput.ARGUMENT_SPEC["mode"]["default"] == catalog["defaults"]["bench_mode"]
+
+
+@pytest.mark.parametrize("name", sorted(set(throughput.ARGUMENT_SPEC) - {"url", "model", "api_key"}))
+def test_documented_options_match_the_argument_spec(name):
+    """url, model and api_key come from the http_api fragment (tests/unit/plugins/doc_fragments)."""
+    documented = yaml.safe_load(throughput.DOCUMENTATION)["options"][name]
+    spec = throughput.ARGUMENT_SPEC[name]
+    assert documented["type"] == spec["type"]
+    assert documented.get("default") == spec.get("default")
+    assert documented.get("elements") == spec.get("elements")
+
+
+def test_sweep_sends_num_prompts_per_shape(source):
+    kind, res = run_module(throughput, {"url": source.url, "model": "fake", "mode": "sweep", "output_tokens": 8,
+                                        "concurrency": [1, 3], "prompt_tokens": [16], "num_prompts": 5, "warmup": 0})
+    assert kind == "exit", res
+    cells = res["result"]["sparkfleet"]["cells"]
+    assert [(c["concurrency"], c["num_prompts"], c["completed"]) for c in cells] == [(1, 5, 5), (3, 5, 5)]
+    assert len(source.requests) == 10
+
+
+def test_sweep_refuses_a_negative_num_prompts(source):
+    kind, res = run_module(throughput, {"url": source.url, "model": "fake", "mode": "sweep", "num_prompts": -1,
+                                        "concurrency": [1], "prompt_tokens": [16], "warmup": 0})
+    assert kind == "fail" and "num_prompts" in res["msg"] and source.requests == []
