@@ -72,17 +72,23 @@ await() {
   done
 }
 
+# Every tier of a lane runs even when one before it failed (a lint finding must not hide what integration would
+# have said); the lane fails when any of its tiers did.
 run_lane() {
-  local name="$1" started=$SECONDS target
+  local name="$1" started=$SECONDS target failed=()
   shift
   for target in "$@"; do
     # shellcheck disable=SC2086  # NEEDS holds a list of names
     await ${NEEDS[$target]}
     if ! "${MAKE_CMD[@]}" "$target"; then
       log "$name lane: $target FAILED after $((SECONDS - started)) s"
-      return 1
+      failed+=("$target")
     fi
   done
+  if [[ ${#failed[@]} -gt 0 ]]; then
+    log "$name lane: ${failed[*]} FAILED; the lane took $((SECONDS - started)) s"
+    return 1
+  fi
   log "$name lane: passed in $((SECONDS - started)) s"
 }
 

@@ -74,8 +74,8 @@ def test_docs_state_the_pooled_medians_of_the_256_token_runs():
     for mine in PAIRS:
         values = ratios(rows, mine)
         quartiles = statistics.quantiles(values, n=4)
-        figure = "%.3f (%.3f–%.3f, %.3f–%.3f)" % (statistics.median(values), quartiles[0], quartiles[2], min(values),
-                                                 max(values))
+        shown = (statistics.median(values), quartiles[0], quartiles[2], min(values), max(values))
+        figure = "%.3f (%.3f–%.3f, %.3f–%.3f)" % shown
         assert figure in DOC, (mine, figure)
 
 
