@@ -12,6 +12,7 @@ import pathlib
 import re
 import secrets
 import shlex
+import shutil
 import subprocess
 import sysconfig
 import time
@@ -205,6 +206,12 @@ def run_scenario(path, image):
         "NO_COLOR": "1", "PY_COLORS": "0", "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1",
     })
     env.pop("ANSIBLE_CONFIG", None)  # molecule writes its own ansible.cfg for the scenario
+    # Molecule keeps a scenario's state (created, prepared, its inventory) in an ephemeral directory. A run that was
+    # interrupted leaves "created" there, and the next `create` is skipped for a container that is gone: each run
+    # starts from an empty one of its own.
+    ephemeral = LOG_DIR / "ephemeral" / ("%s-%s" % (role_dir.name, scenario))
+    shutil.rmtree(ephemeral, ignore_errors=True)
+    env["MOLECULE_EPHEMERAL_DIRECTORY"] = str(ephemeral)
     started = time.monotonic()
     proc = run([tool("molecule"), "--base-config", str(BASE), "test", "-s", scenario], cwd=role_dir, env=env,
                timeout=1200, check=False)
