@@ -138,31 +138,37 @@ PAIRS += [("sweep with bench semantics c%d (N=%d)" % (c, NUM_PROMPTS[c]), "seman
           for c in CONCURRENCY]
 
 
-def summarize(rounds, tolerance=0.05):
+def summarize(rounds, pairs=None, tolerance=0.05, width=48):
+    """One line per (label, module key, vllm key) pair: both medians and the paired ratio's median and range."""
     lines = []
-    for label, mine, theirs in PAIRS:
+    for label, mine, theirs in PAIRS if pairs is None else pairs:
         ratios = [r[mine] / r[theirs] for r in rounds if r.get(mine) and r.get(theirs)]
         if not ratios:
             continue
         med = statistics.median(ratios)
-        lines.append("%-48s module median %9.1f, vllm median %9.1f tok/s; paired ratio median %.3f (min %.3f max %.3f, "
-                     "n=%d) %s" % (label, statistics.median(r[mine] for r in rounds),
-                                   statistics.median(r[theirs] for r in rounds), med, min(ratios), max(ratios),
-                                   len(ratios), "within" if abs(med - 1) <= tolerance else "OUTSIDE"))
+        lines.append("%-*s module median %9.1f, vllm median %9.1f tok/s; paired ratio median %.3f (min %.3f max %.3f, "
+                     "n=%d) %s" % (width, label, statistics.median(r[mine] for r in rounds if r.get(mine)),
+                                   statistics.median(r[theirs] for r in rounds if r.get(theirs)), med, min(ratios),
+                                   max(ratios), len(ratios), "within" if abs(med - 1) <= tolerance else "OUTSIDE"))
     return lines
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_common_arguments(parser, rounds):
+    """The arguments gpu_bench.py and gpu_ratios.py share: the server, the request shape, rounds and outputs."""
     parser.add_argument("--url", required=True)
     parser.add_argument("--model", default="tiny")
     parser.add_argument("--tokenizer", required=True)
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--prompt-tokens", type=int, default=64)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=rounds)
     parser.add_argument("--deadline", type=float, default=0, help="epoch seconds: start no round that would end later")
     parser.add_argument("--out", required=True)
     parser.add_argument("--workdir", required=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_common_arguments(parser, rounds=5)
     args = parser.parse_args()
     workdir = pathlib.Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,6 @@ requests, so the definition's share of the gap is visible.
 import argparse
 import json
 import pathlib
-import statistics
 import sys
 import time
 import traceback
@@ -75,33 +74,10 @@ RATIOS += [("sweep c%d (%d prompts)" % (c, bench_run.sweep_prompt_count(c)), "sw
            for c in CONCURRENCY]
 
 
-def summarize(rounds, tolerance=0.05):
-    lines = []
-    for label, mine, theirs in RATIOS:
-        ratios = [r[mine] / r[theirs] for r in rounds if r.get(mine) and r.get(theirs)]
-        if not ratios:
-            continue
-        med = statistics.median(ratios)
-        lines.append("%-40s module median %9.1f, vllm median %9.1f tok/s; paired ratio median %.3f (min %.3f max "
-                     "%.3f, n=%d) %s" % (label, statistics.median(r[mine] for r in rounds if r.get(mine)),
-                                         statistics.median(r[theirs] for r in rounds if r.get(theirs)), med,
-                                         min(ratios), max(ratios), len(ratios),
-                                         "within" if abs(med - 1) <= tolerance else "OUTSIDE"))
-    return lines
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", required=True)
-    parser.add_argument("--model", default="tiny")
-    parser.add_argument("--tokenizer", required=True)
-    parser.add_argument("--tokens", type=int, default=256)
-    parser.add_argument("--prompt-tokens", type=int, default=64)
-    parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--deadline", type=float, default=0, help="epoch seconds: start no round that would end later")
+    gpu_bench.add_common_arguments(parser, rounds=6)
     parser.add_argument("--only", default="", help="run only the pairs whose name starts with this (e.g. 'standard c1')")
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--workdir", required=True)
     args = parser.parse_args()
     workdir = pathlib.Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -145,7 +121,7 @@ def main():
              "concurrency %s; pairs back to back, first side alternating; %d rounds" % (
                  args.tokens, args.prompt_tokens, [bench_run.sweep_prompt_count(c) for c in CONCURRENCY],
                  list(CONCURRENCY), len(rounds))]
-    lines += summarize(rounds)
+    lines += gpu_bench.summarize(rounds, RATIOS, width=40)
     print("\n".join(lines), flush=True)
     with open(args.out.replace(".jsonl", "") + "-summary.txt", "w") as handle:
         handle.write("\n".join(lines) + "\n")
