@@ -311,6 +311,27 @@ def _request_bytes(host, port, path, body, api_key):
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + payload
 
 
+def _reachable_address(host, port, timeout=10.0):
+    """The first of host's addresses that accepts a connection, as socket.create_connection tries them.
+
+    "localhost" resolves to ::1 before 127.0.0.1 on many hosts while vLLM binds 0.0.0.0 (IPv4 only): the
+    streams must not all go to the address that refuses. With none reachable, the first address is returned
+    and every stream reports its own connect error.
+    """
+    addresses = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+    for address in addresses:
+        probe = socket.socket(address[0], socket.SOCK_STREAM)
+        probe.settimeout(timeout)
+        try:
+            probe.connect(address[4])
+            return address
+        except OSError:
+            continue
+        finally:
+            probe.close()
+    return addresses[0]
+
+
 def run_streams(url, payloads, api_key=None, concurrency=None, timeout=600.0, on_done=None):
     """Stream every payload to url (a full /v1/... URL), at most `concurrency` at once.
 
@@ -326,7 +347,7 @@ def run_streams(url, payloads, api_key=None, concurrency=None, timeout=600.0, on
     payloads = list(payloads)
     concurrency = len(payloads) if not concurrency else int(concurrency)
     outputs = [StreamOutput(i) for i in range(len(payloads))]
-    address = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)[0]
+    address = _reachable_address(host, port)
     selector = selectors.DefaultSelector()
     pending = list(range(len(payloads) - 1, -1, -1))
     live = 0

@@ -92,10 +92,19 @@ class Job:
         self.extravars, self.runner, self.seconds = extravars, runner, seconds
         self.api_status = api_status
 
+    def failed_tasks(self):
+        """'task: first line of its message' for every failed or unreachable task (CI shows one line)."""
+        out = []
+        for task, _host, event, data in task_events(self.runner):
+            if event in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors"):
+                msg = str(data.get("res", {}).get("msg", "")).strip()
+                out.append("%s: %s" % (task, msg.splitlines()[0][:400] if msg else "(no message)"))
+        return out
+
     def describe(self):
-        return "%s (%s, %.0f s): status %s rc %s\n%s" % (
+        return "%s (%s, %.0f s): status %s rc %s; failed: %s\n%s" % (
             self.name, self.template["playbook"], self.seconds, self.runner.status, self.runner.rc,
-            stdout_of(self.runner)[-6000:])
+            " | ".join(self.failed_tasks()) or "no task", stdout_of(self.runner)[-6000:])
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +172,8 @@ def test_job_runs_expected_tasks(sequence, name):
     job = sequence[0][name]
     names = {task for task, _host, event, _data in task_events(job.runner) if event in ("runner_on_ok", "runner_on_skipped")}
     missing = [task for task in EXPECTED_TASKS[name] if task not in names]
-    assert not missing, "%s did not run %s; ran %s" % (name, missing, sorted(filter(None, names)))
+    assert not missing, "%s did not run %s; failed: %s; ran %s" % (
+        name, missing, " | ".join(job.failed_tasks()) or "no task", sorted(filter(None, names)))
     # Every task is named (house style) and ran on an inventory host or the controller.
     unnamed = [data.get("task_action") for task, _host, _event, data in task_events(job.runner) if not task]
     assert not unnamed, "unnamed tasks: %s" % unnamed

@@ -69,6 +69,27 @@ def test_refused_connection():
     assert resp.status is None and resp.refused
 
 
+def test_streams_skip_an_address_that_refuses(source, monkeypatch):
+    """A name whose first address refuses (localhost as ::1 before 127.0.0.1, vLLM bound to 0.0.0.0): the
+    streams go to the address that accepts, as socket.create_connection would. 127.0.0.2 stands in for ::1
+    here: loopback, and nothing listens on it at the source's port."""
+    port = int(source.url.rsplit(":", 1)[1])
+    real = oc.socket.getaddrinfo
+
+    def both(host, *args, **kwargs):
+        if host != "two-addresses.test":
+            return real(host, *args, **kwargs)
+        return [entry for ip in ("127.0.0.2", "127.0.0.1") for entry in real(ip, *args, **kwargs)]
+
+    monkeypatch.setattr(oc.socket, "getaddrinfo", both)
+    outputs, _duration = oc.run_streams("http://two-addresses.test:%d/v1/completions" % port, [body(), body()])
+    assert [o.success for o in outputs] == [True, True], [o.error for o in outputs]
+    # Without the skip, every stream is refused: the first address really does refuse.
+    monkeypatch.setattr(oc, "_reachable_address", lambda host, port: real("127.0.0.2", port, 0, oc.socket.SOCK_STREAM)[0])
+    refused, _duration = oc.run_streams("http://two-addresses.test:%d/v1/completions" % port, [body()])
+    assert not refused[0].success and refused[0].error
+
+
 def test_concurrency_limit_and_order(source):
     payloads = [body(max_tokens=n) for n in (3, 5, 7, 9, 11)]
     outputs, _duration = oc.run_streams(source.url + "/v1/completions", payloads, concurrency=2)
