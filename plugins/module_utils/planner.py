@@ -835,9 +835,11 @@ class _Planner(object):
         if _unset(hca):
             hca = cluster.get("hca_placeholder")
             self.warn("vllm_cluster_hca is unset: using the placeholder %s; set it to the node's RoCE device" % hca)
-        if isinstance(hca, (list, tuple)):
-            hca = ",".join(str(h) for h in hca)
-        self.env.update({"NCCL_SOCKET_IFNAME": str(interface), "GLOO_SOCKET_IFNAME": str(interface), "NCCL_IB_HCA": str(hca)})
+        hcas = [str(h).strip() for h in (hca if isinstance(hca, (list, tuple)) else str(hca).split(",")) if str(h).strip()]
+        hca = ",".join(hcas)
+        # UCX (Ray's and NCCL's transport helpers) names a device with its port: <hca>:1 for each RoCE device.
+        self.env.update({"NCCL_SOCKET_IFNAME": str(interface), "GLOO_SOCKET_IFNAME": str(interface), "NCCL_IB_HCA": hca,
+                         "UCX_NET_DEVICES": ",".join("%s:1" % h for h in hcas)})
         if self.node_address:
             self.env["VLLM_HOST_IP"] = self.node_address
         if self.executor == "ray":

@@ -8,9 +8,11 @@ wrong catalog value or planner rule fails these tests. The `cpu` profile and
 import json
 
 import pytest
+import yaml
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import plan_summary, planner
+from conftest import REPO
 
 CHECKPOINTS = {
     "31b": "unsloth/gemma-4-31B-it-NVFP4",
@@ -198,6 +200,7 @@ def test_cluster_golden(catalog, nodes, model, drafter, executor):
         assert json.loads(flag(argv, "--speculative-config"))["model"] == DRAFTERS[(model, drafter)]
     for plan in plans:
         assert plan["env"]["NCCL_SOCKET_IFNAME"] == "enp1s0f1np1" and plan["env"]["NCCL_IB_HCA"] == "rocep1s0f1"
+        assert plan["env"]["GLOO_SOCKET_IFNAME"] == "enp1s0f1np1" and plan["env"]["UCX_NET_DEVICES"] == "rocep1s0f1:1"
         assert plan["node_count"] == nodes and plan["executor"] == executor
         assert plan["env"]["VLLM_HOST_IP"] == addresses[plan["node_index"]]
         assert plan["warnings"] == [] or all("placeholder" not in w for w in plan["warnings"])
@@ -245,6 +248,22 @@ def test_hca_list_joins(catalog):
     plan = make(catalog, profile="dgx_spark", node_count=2, head_address="h", cluster_hca=["rocep1s0f1", "roceP2p1s0f1"],
                 cluster_interface="enp1s0f1np1")
     assert plan["env"]["NCCL_IB_HCA"] == "rocep1s0f1,roceP2p1s0f1"
+    # UCX names each device with its port; a comma-separated string is the same two devices.
+    assert plan["env"]["UCX_NET_DEVICES"] == "rocep1s0f1:1,roceP2p1s0f1:1"
+    same = make(catalog, profile="dgx_spark", node_count=2, head_address="h", cluster_hca="rocep1s0f1, roceP2p1s0f1",
+                cluster_interface="enp1s0f1np1")
+    assert {k: same["env"][k] for k in ("NCCL_IB_HCA", "UCX_NET_DEVICES")} == {
+        k: plan["env"][k] for k in ("NCCL_IB_HCA", "UCX_NET_DEVICES")}
+
+
+def test_cluster_role_recomputes_no_link_environment():
+    """The link environment is the plan's: the vllm_cluster role's unit environment names none of its keys
+    and none of the variables the planner computes them from (one source, issue 16)."""
+    env = yaml.safe_load((REPO / "roles/vllm_cluster/vars/main.yml").read_text())["__vllm_cluster_env"]
+    for name in ("VLLM_HOST_IP", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "UCX_NET_DEVICES",
+                 "vllm_cluster_interface", "vllm_cluster_hca", "vllm_cluster_link_ip"):
+        assert name not in env, "roles/vllm_cluster/vars/main.yml: __vllm_cluster_env names %s; the plan carries it" % name
+    assert env.strip().startswith("{{ vllm_plan.env")
 
 
 # --- documented failures --------------------------------------------------------
