@@ -1,0 +1,82 @@
+"""docs/architecture.md is the newcomer's map: it must name only paths that exist and every role, playbook and
+plugin there is, so a file added or moved without the map fails here. The model short-name lists people read
+(module docs, the plan role's argument spec and defaults, the README) must name every model the catalog has."""
+import re
+
+import pytest
+import yaml
+
+from conftest import REPO
+
+PAGE = REPO / "docs/architecture.md"
+TOP = ("roles/", "plugins/", "playbooks/", "data/", "tests/", "docs/", "inventories/", "awx/")
+PLUGIN_DIRS = ("modules", "action", "module_utils", "lookup", "filter")
+
+
+def page():
+    return PAGE.read_text(encoding="utf-8")
+
+
+def code_spans(text):
+    return set(re.findall(r"`([^`\s]+)`", text))
+
+
+def test_every_path_on_the_map_exists():
+    spans = code_spans(page())
+    paths = sorted(s for s in spans if s.startswith(TOP) or s == "site.yml")
+    assert len(paths) > 40, paths
+    missing = [p for p in paths if not (REPO / p).exists()]
+    assert not missing, "docs/architecture.md names paths that do not exist: %s" % missing
+    bare = sorted(s for s in spans if re.fullmatch(r"[a-z_]+\.py", s))
+    unknown = [b for b in bare if not (REPO / "plugins/module_utils" / b).exists()]
+    assert not unknown, "docs/architecture.md names module_utils files that do not exist: %s" % unknown
+
+
+def test_every_role_playbook_and_plugin_is_on_the_map():
+    text = page()
+    spans = code_spans(text)
+    roles = sorted(p.name for p in (REPO / "roles").iterdir() if (p / "meta/argument_specs.yml").exists())
+    missing = [r for r in roles if "`%s`" % r not in text and "roles/%s/" % r not in text]
+    playbooks = sorted("playbooks/" + p.name for p in (REPO / "playbooks").glob("*.yml"))
+    missing += [p for p in playbooks if p not in spans]
+    for kind in PLUGIN_DIRS:
+        for path in sorted((REPO / "plugins" / kind).glob("*.py")):
+            if path.name == "__init__.py":
+                continue
+            rel = "plugins/%s/%s" % (kind, path.name)
+            if rel not in spans and not (kind == "module_utils" and path.name in spans):
+                missing.append(rel)
+    assert not missing, "not on docs/architecture.md's map: %s" % missing
+
+
+def catalog_models():
+    models = yaml.safe_load((REPO / "data/catalog.yml").read_text())["models"]
+    return {name for name, row in models.items() if not row.get("stand_in")}, {
+        name for name, row in models.items() if row.get("stand_in")}
+
+
+def plan_module_model_doc():
+    text = (REPO / "plugins/modules/plan.py").read_text()
+    documentation = yaml.safe_load(text.split('DOCUMENTATION = r"""', 1)[1].split('"""', 1)[0])
+    return " ".join(documentation["options"]["model"]["description"])
+
+
+SOURCES = {
+    "plugins/modules/plan.py (model)": (plan_module_model_doc, True),
+    "roles/plan/meta/argument_specs.yml (plan_model)": (lambda: yaml.safe_load(
+        (REPO / "roles/plan/meta/argument_specs.yml").read_text())["argument_specs"]["main"]["options"]["plan_model"][
+        "description"], True),
+    "roles/plan/defaults/main.yml": (lambda: (REPO / "roles/plan/defaults/main.yml").read_text(), True),
+    "README.md (vllm_model row)": (lambda: next(line for line in (REPO / "README.md").read_text().splitlines()
+                                                if line.startswith("| `vllm_model` |")), False),
+}
+
+
+@pytest.mark.parametrize("source", sorted(SOURCES))
+def test_model_lists_name_every_catalog_model(source):
+    read, with_stand_ins = SOURCES[source]
+    text = read()
+    gemma, stand_ins = catalog_models()
+    wanted = gemma | (stand_ins if with_stand_ins else set())
+    missing = sorted(name for name in wanted if not re.search(r"(?<![\w-])%s(?![\w-])" % re.escape(name), text))
+    assert not missing, "%s does not list the catalog model(s) %s" % (source, missing)
