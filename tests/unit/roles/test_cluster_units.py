@@ -148,6 +148,10 @@ def test_container_units_carry_flags_env_and_plan(rendered, nodes, executor):
                     assert start[:3] == ["/usr/bin/docker", "exec", "-e"]
                 else:
                     check_container_flags(start)
+                    # The plan's whole command: its entrypoint's first word as docker's, the rest before the argv.
+                    entry = plan["entrypoint"]
+                    assert start[start.index("--entrypoint") + 1] == entry[0] == "vllm"
+                    assert start[-len(argv) - len(entry) + 1:] == entry[1:] + argv
                     assert argv[argv.index("--nnodes") + 1] == str(nodes)
                     assert argv[argv.index("--node-rank") + 1] == str(index)
                     assert argv[argv.index("--master-addr") + 1] == LINK[nodes][0]
