@@ -61,14 +61,24 @@ def plan_module_model_doc():
     return " ".join(documentation["options"]["model"]["description"])
 
 
+def plan_role_spec_doc():
+    specs = yaml.safe_load((REPO / "roles/plan/meta/argument_specs.yml").read_text())
+    return specs["argument_specs"]["main"]["options"]["plan_model"]["description"]
+
+
+def plan_role_defaults():
+    return (REPO / "roles/plan/defaults/main.yml").read_text()
+
+
+def readme_model_row():
+    return next(line for line in (REPO / "README.md").read_text().splitlines() if line.startswith("| `vllm_model` |"))
+
+
 SOURCES = {
     "plugins/modules/plan.py (model)": (plan_module_model_doc, True),
-    "roles/plan/meta/argument_specs.yml (plan_model)": (lambda: yaml.safe_load(
-        (REPO / "roles/plan/meta/argument_specs.yml").read_text())["argument_specs"]["main"]["options"]["plan_model"][
-        "description"], True),
-    "roles/plan/defaults/main.yml": (lambda: (REPO / "roles/plan/defaults/main.yml").read_text(), True),
-    "README.md (vllm_model row)": (lambda: next(line for line in (REPO / "README.md").read_text().splitlines()
-                                                if line.startswith("| `vllm_model` |")), False),
+    "roles/plan/meta/argument_specs.yml (plan_model)": (plan_role_spec_doc, True),
+    "roles/plan/defaults/main.yml": (plan_role_defaults, True),
+    "README.md (vllm_model row)": (readme_model_row, False),
 }
 
 

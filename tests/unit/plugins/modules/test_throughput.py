@@ -47,10 +47,17 @@ def test_gate_fails_on_a_high_baseline_and_passes_on_a_low_one(source):
     assert kind == "exit" and res["gate"]["passed"] and res["gate"]["gated"]
 
 
-def test_a_stand_in_baseline_is_calibrated_on_the_server_first(source):
+# The fake server's own pace in the calibrated-gate tests: 2 ms a step, so the source's steps, not the CPU the
+# source shares with the client, set the rate. At 0 (as fast as possible) a busy 2-core machine (both test lanes,
+# load average 5-12) moved two back-to-back runs by more than 2x and a second pair was measured where none was due.
+PACE_S = 0.002
+
+
+def test_a_stand_in_baseline_is_calibrated_on_the_server_first(source, monkeypatch):
     """The catalog's CPU stand-in row: no figures, calibrate=true; the module measures first and gates on that."""
     # A floor of 0.5: the fake source shares this process's CPU with the client, so two runs of the same speed can
     # differ by more than 10% on a loaded machine; the slower-server test below covers the gate's failing side.
+    monkeypatch.setattr(source, "step_delay", PACE_S)
     args = {"url": source.url, "model": "fake", "output_tokens": 64, "warmup": 0, "min_ratio": 0.5,
             "baseline": {"calibrate": True, "single_stream_tok_s": None, "source": "catalog: CPU stand-in"}}
     kind, res = run_module(throughput, args)
@@ -67,11 +74,13 @@ def test_a_stand_in_baseline_is_calibrated_on_the_server_first(source):
 
 
 def _paced(source, monkeypatch, delays):
-    """Run each standard run (calibration, measurement, calibration, ...) at the next step delay in `delays`."""
+    """Run each standard run (calibration, measurement, calibration, ...) at the next step delay in `delays`
+    (the last one for any run beyond them)."""
     original, calls = bench_run.run_standard, []
+    monkeypatch.setattr(source, "step_delay", source.step_delay)  # restored after the test
 
     def paced(client, output_tokens, warmup, streams, **kw):
-        source.step_delay = delays[len(calls)]
+        source.step_delay = delays[min(len(calls), len(delays) - 1)]
         calls.append(output_tokens)
         return original(client, output_tokens, warmup, streams, **kw)
     monkeypatch.setattr(bench_run, "run_standard", paced)
@@ -80,7 +89,7 @@ def _paced(source, monkeypatch, delays):
 
 def test_a_calibrated_gate_fails_when_every_measured_run_is_slower(source, monkeypatch):
     # 40x slower steps in each measured run than in the calibration before it: the retry cannot rescue it.
-    calls = _paced(source, monkeypatch, [0.0005, 0.02] * throughput.CALIBRATION_ATTEMPTS)
+    calls = _paced(source, monkeypatch, [PACE_S, 0.04] * throughput.CALIBRATION_ATTEMPTS)
     kind, res = run_module(throughput, {"url": source.url, "model": "fake", "output_tokens": 16, "warmup": 0,
                                         "baseline": {"calibrate": True}})
     assert calls == [16] * 2 * throughput.CALIBRATION_ATTEMPTS == [16] * 6
@@ -91,14 +100,16 @@ def test_a_calibrated_gate_fails_when_every_measured_run_is_slower(source, monke
 
 
 def test_a_calibrated_gate_measures_a_miss_once_more(source, monkeypatch):
-    # One slow measured run (a neighbour's burst), then the server's own pace: the second pair passes.
-    calls = _paced(source, monkeypatch, [0.0005, 0.02, 0.0005, 0.0005])
+    # One slow measured run (a neighbour's burst), then the server's own pace: a later pair passes. The second
+    # pair should; a third is allowed, as the module allows it, for a neighbour's burst in this test's own run.
+    calls = _paced(source, monkeypatch, [PACE_S, 0.04, PACE_S])
     kind, res = run_module(throughput, {"url": source.url, "model": "fake", "output_tokens": 16, "warmup": 0,
                                         "baseline": {"calibrate": True}, "min_ratio": 0.5})
-    assert calls == [16, 16, 16, 16]
     assert kind == "exit", res
     attempts = res["result"]["sparkfleet"]["calibration_attempts"]
-    assert [a["passed"] for a in attempts] == [False, True] and res["gate"]["passed"]
+    passed = [a["passed"] for a in attempts]
+    assert passed in ([False, True], [False, False, True]) and res["gate"]["passed"], attempts
+    assert calls == [16] * 2 * len(attempts)
     assert attempts[0]["measured"]["single_stream_tok_s"] < attempts[0]["calibration"]["single_stream_tok_s"] / 5
 
 
