@@ -319,17 +319,12 @@ def _reachable_address(host, port, timeout=10.0):
     and every stream reports its own connect error.
     """
     addresses = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
-    for address in addresses:
-        probe = socket.socket(address[0], socket.SOCK_STREAM)
-        probe.settimeout(timeout)
-        try:
-            probe.connect(address[4])
-            return address
-        except OSError:
-            continue
-        finally:
-            probe.close()
-    return addresses[0]
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as probe:
+            peer = probe.getpeername()
+    except OSError:
+        return addresses[0]
+    return next((a for a in addresses if a[4][:2] == peer[:2]), addresses[0])
 
 
 def run_streams(url, payloads, api_key=None, concurrency=None, timeout=600.0, on_done=None):
