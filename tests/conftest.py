@@ -6,6 +6,7 @@ by having quietly run nothing.
 """
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -39,13 +40,37 @@ def tool(name):
     return shutil.which(name)
 
 
+FAILED_TASK = re.compile(r"^(?:fatal|failed): \[([^\]]+)\]")
+TASK_LINE = re.compile(r"^TASK \[(.*)\] \**$")
+MESSAGE = re.compile(r'"msg": "((?:[^"\\]|\\.)*)"')
+
+
+def failed_tasks(stdout):
+    """Each failed Ansible task in a play's output as 'task [host]: first words of its message'.
+
+    A failing tier's summary prints only an assertion's first line; this puts the cause there."""
+    found, task = [], None
+    for line in stdout.splitlines():
+        heading = TASK_LINE.match(line)
+        if heading:
+            task = heading.group(1)
+            continue
+        failed = FAILED_TASK.match(line)
+        if failed:
+            message = MESSAGE.search(line)
+            found.append("%s [%s]: %s" % (task, failed.group(1), message.group(1)[:160] if message else line[:160]))
+    return found
+
+
 def run(cmd, timeout=600, check=True, **kwargs):
-    """Run a command from the repo root; on failure the assertion shows its output."""
+    """Run a command from the repo root; on failure the assertion shows its output, its first line the failed
+    Ansible tasks (if any)."""
     kwargs.setdefault("cwd", REPO)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, **kwargs)
     if check:
-        assert proc.returncode == 0, "%s exited %s\n--- stdout ---\n%s\n--- stderr ---\n%s" % (
-            " ".join(map(str, cmd)), proc.returncode, proc.stdout[-8000:], proc.stderr[-8000:])
+        assert proc.returncode == 0, "exited %s: %s | %s\n--- stdout ---\n%s\n--- stderr ---\n%s" % (
+            proc.returncode, " | ".join(failed_tasks(proc.stdout)) or "no failed task", " ".join(map(str, cmd)),
+            proc.stdout[-8000:], proc.stderr[-8000:])
     return proc
 
 

