@@ -129,6 +129,8 @@ def test_container_units_carry_flags_env_and_plan(rendered, nodes, executor):
                 assert env["NCCL_SOCKET_IFNAME"] == env["GLOO_SOCKET_IFNAME"] == "enp1s0f1np1"
                 assert env["NCCL_IB_HCA"] == "rocep1s0f1" and env["UCX_NET_DEVICES"] == "rocep1s0f1:1"
                 assert env["RAY_memory_monitor_refresh_ms"] == "0"
+                # Under Ray a stop does not wait for a drain only Ray Serve uses (the head's GCS is gone by then).
+                assert env.get("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S") == ("0" if executor == "ray" else None)
                 assert "StartLimitBurst=5" in unit and "Restart=on-failure" in unit
                 assert "HF_TOKEN=" not in unit and "VLLM_API_KEY=" not in unit  # names only (--env=NAME)
                 assert "EnvironmentFile=-/etc/vllm-cluster/secret.env" in unit
