@@ -254,7 +254,7 @@ def grade(check, exchanges, expected_misses=None):
             names = [((c or {}).get("function") or {}).get("name") for c in calls]
             if "get_weather" not in names:
                 reasons.append(fail("tools: no get_weather tool call (tool_calls=%s, content=%r)" % (
-                    names, answer[:200]), label, body, response))
+                    names, answer[:200]), label, body, response, "no_tool_call"))
             else:
                 args = ((calls[names.index("get_weather")] or {}).get("function") or {}).get("arguments") or ""
                 if "paris" not in args.lower():

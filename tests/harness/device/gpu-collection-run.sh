@@ -15,6 +15,7 @@
 #  6. playbooks/bench.yml           sweep, concurrency 1, 8, 64
 #  7. gpu_bench.py                  paired rounds against vllm bench serve, while time is left (ROUNDS)
 #  8. stop.yml (here)              the native role's stop path
+# MODEL=tiny_gemma4_h200: the test catalog's tiny Gemma 4 MoE instead of the Llama (every play gets -e vllm_model).
 # STAND_IN_SERVER=1 (rehearsal without a GPU): SPARKFLEET_DEVICE_SITE points at a fake vllm package.
 set -u
 export PYTHONUNBUFFERED=1
@@ -62,10 +63,12 @@ done
 export PATH=$R/bin:$PATH ANSIBLE_CONFIG=$REPO/ansible.cfg ANSIBLE_HOME=$R/ansible-home ANSIBLE_LOCAL_TEMP=$R/tmp
 export ANSIBLE_CALLBACK_RESULT_FORMAT=json ANSIBLE_FORCE_COLOR=0 ANSIBLE_NOCOLOR=1
 INV=tests/harness/device/inventory
+MODEL=${MODEL:-tiny_h200}
+log "model: $MODEL"
 play() {  # name, playbook, extra arguments: timed, log in logs/<name>.log
   local name=$1 s rc; shift
   s=$(now)
-  ansible-playbook "$@" -i "$INV" > "$R/logs/ansible-$name.log" 2>&1; rc=$?
+  ansible-playbook "$@" -i "$INV" -e "vllm_model=$MODEL" > "$R/logs/ansible-$name.log" 2>&1; rc=$?
   log "ansible-playbook $1 ($name): rc=$rc in $(since "$s") s; $(grep -E '^h200 +:' "$R/logs/ansible-$name.log" | tr -s ' ')"
   return $rc
 }
@@ -107,9 +110,12 @@ fi
 
 # 7. paired rounds against vllm bench serve while time is left (80 s kept for the stop and the capture)
 if [ -f "$R/healthy-at" ] && [ -z "${SKIP_PAIRED:-}" ] && [ $(( DEADLINE - $(date +%s) )) -gt 140 ]; then
-  SNAP=$(ls -d "$SPARKFLEET_DEVICE_STATE"/hf/hub/models--sparkfleet--tiny-random-llama-h200/snapshots/* | head -1)
+  CKPT=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["model"]["checkpoint"].replace("/", "--"))' \
+    "$SPARKFLEET_DEVICE_STATE/plans/h200.json")
+  SERVED=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["served_name"])' "$SPARKFLEET_DEVICE_STATE/plans/h200.json")
+  SNAP=$(ls -d "$SPARKFLEET_DEVICE_STATE/hf/hub/models--$CKPT"/snapshots/* | head -1)
   s=$(now)
-  timeout $(( DEADLINE - $(date +%s) - 50 )) "$PY" tests/harness/device/gpu_bench.py --url $BASE --model tiny \
+  timeout $(( DEADLINE - $(date +%s) - 50 )) "$PY" tests/harness/device/gpu_bench.py --url $BASE --model "$SERVED" \
     --tokenizer "$SNAP" --rounds "${ROUNDS:-5}" --tokens "${TOKENS:-256}" --prompt-tokens 64 --deadline $((DEADLINE - 60)) \
     --out "$R/bench-rounds.jsonl" --workdir "$R/vb" > "$R/logs/paired-bench.log" 2>&1
   log "paired rounds rc=$? in $(since "$s") s"

@@ -9,7 +9,14 @@ names can be served there. This copy adds, named as stand-ins and never in data/
   `tiny`, in place of Gemma 4;
 - release `v0.25.0` (vllm==0.25.0, the CUDA build tests/harness/device/gpu-kit.txt pins), a stand-in: the
   catalog's first plannable release is v0.26.0;
-- a calibrated baseline row, so the throughput gate compares with a calibration run on the same server.
+- model `tiny_gemma4_h200`: a tiny random Gemma 4 MoE from the same generator (family gemma4:
+  Gemma4ForCausalLM, one sliding and one full attention layer, 8 experts top-2), served as `gemma-4-tiny`, in
+  place of the 26B-A4B: the planner gives it Gemma 4's argv (gemma4 reasoning and tool-call parsers, auto tool
+  choice). It is text-only, as Gemma4ForCausalLM is, so it has no --limit-mm-per-prompt (the 26B-A4B has one
+  image a prompt); its random weights cannot think or call tools, so the smoke module's thinking and tools checks
+  are declared as its expected misses;
+- a calibrated baseline row per stand-in model, so the throughput gate compares with a calibration run on the
+  same server.
 Everything else is the collection's catalog, unchanged. Usage: h200_catalog.py OUT.yml
 """
 import copy
@@ -21,7 +28,40 @@ import yaml
 REPO = pathlib.Path(__file__).resolve().parents[3]
 PROFILE = "h200_standin"
 MODEL = "tiny_h200"
+GEMMA4 = "tiny_gemma4_h200"
 RELEASE = "v0.25.0"
+# The generator's gemma4 family (roles/weights/files/generate_tiny_model.py): the 26B-A4B's layout in miniature.
+GEMMA4_SPEC = {
+    "family": "gemma4", "layers": 2, "layer_types": ["sliding_attention", "full_attention"], "hidden": 256,
+    "heads": 4, "kv_heads": 2, "head_dim": 64, "intermediate": 512, "sliding_window": 512, "experts": 8,
+    "top_k": 2, "moe_intermediate": 128, "vocab": 1024, "max_position": 4096, "seed": 0,
+}
+
+
+def gemma4_standin(catalog):
+    """The 26B-A4B's catalog entry with the generated tiny Gemma 4 MoE in place of the NVFP4 checkpoint."""
+    model = copy.deepcopy(catalog["models"]["26b-a4b"])
+    for key in ("weights_gib", "experts", "expert_intermediate_size", "gated", "smoke_expected_misses", "weight_format",
+                "parameters_b", "active_parameters_b"):
+        model.pop(key, None)
+    model.update({
+        "stand_in": True,
+        "display": "tiny-random-gemma4-moe-h200 (stand-in for the 26B-A4B on the H200 stand-in)",
+        "checkpoint": "sparkfleet/tiny-random-gemma4-moe-h200",
+        "served_name": "gemma-4-tiny",
+        "max_context": 4096,
+        "vision": False,
+        "audio": False,
+        "source": "generate",
+        "generate": dict(GEMMA4_SPEC),
+        "smoke_expected_misses": {
+            "thinking": [{"miss": "no_reasoning", "note": "random weights never open a thinking channel"}],
+            "tools": [{"miss": "no_tool_call", "note": "random weights never write a tool call"}],
+        },
+        "note": "Random-weight Gemma 4 MoE from roles/weights/files/generate_tiny_model.py (family gemma4): "
+                "no NVFP4 Gemma 4 runs on Hopper.",
+    })
+    return model
 
 
 def h200_catalog():
@@ -37,6 +77,7 @@ def h200_catalog():
         "note": "Random-weight Llama from roles/weights/files/generate_tiny_model.py: no NVFP4 Gemma 4 runs on Hopper.",
     })
     catalog["models"][MODEL] = model
+    catalog["models"][GEMMA4] = gemma4_standin(catalog)
     catalog["releases"][RELEASE] = {
         "version": "0.25.0",
         "stand_in": True,
@@ -72,7 +113,8 @@ def h200_catalog():
         "release": RELEASE,
         "date": None,
         "stand_in": True,
-        "rows": [{"model": MODEL, "drafter": "none", "calibrate": True}],
+        "rows": [{"model": MODEL, "drafter": "none", "calibrate": True},
+                 {"model": GEMMA4, "drafter": "none", "calibrate": True}],
     })
     return catalog
 
