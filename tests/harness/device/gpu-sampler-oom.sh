@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Runs ON the device machine, from the repo root, after the kit parts (as gpu-run.sh): out of memory in vLLM's
+# sampler warm-up (issue 18 item 2) with the test catalog's tiny Gemma 4 MoE, which vLLM 0.25.0 serves with the
+# V1 model runner (the Llama stand-in gets the V2 runner, whose sampler buffers for --max-num-seqs fail at model
+# load instead: fail-oom-max-num-seqs.log). A torch process holds all but LEAVE_GIB of the card, so the start-up
+# check passes at --gpu-memory-utilization 0.015; --max-num-seqs = --max-num-batched-tokens = SEQS makes the
+# profile run's dummy sampler batch (SEQS x vocabulary logits, float32 copies) outgrow what is free while the
+# dummy forward pass still fits. Up to ATTEMPTS starts, LEAVE_GIB moved by what each one reached.
+#
+#   bash tests/harness/device/gpu-sampler-oom.sh          # -> $OUT/sampler-oom.tgz, $OUT/sampler-oom.txt
+set -u
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+T0=$(date +%s)
+REPO=$PWD
+R=/tmp/gpu-sampler-oom
+mkdir -p "$R/logs" /tmp/kit /tmp/site
+: > "$R/summary.txt"
+# shellcheck source=tests/harness/device/lib.sh
+. "$REPO/tests/harness/device/lib.sh"
+finish() {
+  cp "$R/summary.txt" "$OUT/sampler-oom.txt"
+  tar -C "$R" -czf "$OUT/sampler-oom.tgz" --exclude='hf' . 2>/dev/null
+  exit "${1:-0}"
+}
+[ -d /tmp/site/vllm ] || unpack_kit /tmp/site
+export PYTHONPATH=/tmp/site HF_HOME=$R/hf
+MODEL_ID=sparkfleet/tiny-random-gemma4-moe-h200
+SPEC=$(python3 -c 'import json, sys; sys.path.insert(0, "tests/harness/device"); import h200_catalog; print(json.dumps(h200_catalog.GEMMA4_SPEC))')
+python3 roles/weights/files/generate_tiny_model.py --hf-home "$HF_HOME" --repo-id "$MODEL_ID" \
+  --revision 0123456789abcdef0123456789abcdef01234567 --spec "$SPEC" > "$R/generate.json" 2> "$R/logs/generate.err" \
+  || { log "generator failed: $(tail -3 "$R/logs/generate.err")"; finish 1; }
+log "model generated (spec $SPEC)"
+SEQS=${SEQS:-262144}
+leave=${LEAVE_GIB:-2.9}
+for n in $(seq "${ATTEMPTS:-4}"); do
+  rm -f /tmp/held
+  python3 -c 'import sys, time, torch
+free, total = torch.cuda.mem_get_info()
+x = torch.empty(int(free - float(sys.argv[1]) * (1 << 30)), dtype=torch.uint8, device="cuda")
+open("/tmp/held", "w").write("%d %d %d" % (free, total, x.numel())); time.sleep(300)' "$leave" &
+  HOLDER=$!
+  for _i in $(seq 120); do [ -f /tmp/held ] && break; sleep 0.5; done
+  nvidia-smi > "$R/logs/nvidia-smi-$n.txt" 2>&1
+  L=$R/logs/fail-sampler-oom-$n.log
+  s=$(now)
+  VLLM_USE_FLASHINFER_SAMPLER=0 timeout 150 python3 -m vllm.entrypoints.openai.api_server --model "$MODEL_ID" \
+    --served-model-name tiny --port 8005 --max-model-len 256 --gpu-memory-utilization 0.015 \
+    --max-num-seqs "$SEQS" --max-num-batched-tokens "$SEQS" > "$L" 2>&1; rc=$?
+  kill "$HOLDER" 2>/dev/null; wait "$HOLDER" 2>/dev/null
+  echo "attempt $n: rc=$rc exited after $(since "$s") s; left ${leave} GiB free (holder: $(cat /tmp/held 2>/dev/null));" \
+    "--gpu-memory-utilization 0.015 --max-num-seqs $SEQS --max-num-batched-tokens $SEQS --max-model-len 256," \
+    "VLLM_USE_FLASHINFER_SAMPLER=0" | tee -a "$R/summary.txt"
+  grep -E "Error|error:" "$L" | grep -v "^ *raise\|Traceback" | tail -2 | cut -c1-300 | sed 's/^/    /' | tee -a "$R/summary.txt"
+  for _i in $(seq 30); do [ "$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)" -lt 1000 ] && break; sleep 1; done
+  if grep -q "warming up sampler" "$L"; then log "sampler warm-up OOM captured in attempt $n"; break; fi
+  if grep -q "on startup is less than desired" "$L"; then leave=$(awk -v l="$leave" 'BEGIN { print l + 1.0 }')
+  elif grep -q "OutOfMemoryError" "$L"; then leave=$(awk -v l="$leave" 'BEGIN { print l + 0.8 }')
+  else leave=$(awk -v l="$leave" 'BEGIN { print l - 0.6 }'); fi
+  [ $(( $(date +%s) - T0 )) -lt "${BUDGET_S:-420}" ] || break
+done
+log "done"
+finish 0
