@@ -26,6 +26,8 @@ H200_LOGS = [
     ("fail-port-in-use.log", "port_in_use"),
     ("fail-model-path-missing.log", "model_path_missing"),
     ("collection-run/fail-ninja-not-on-path.log", "build_tool_missing"),
+    ("fail-oom-max-num-seqs.log", "gpu_out_of_memory_shared"),
+    ("fail-oom-cuda-graph-capture.log", "gpu_out_of_memory_shared"),
 ]
 CATALOG = cat.load_catalog()
 SIGNATURES = diagnose.load_signatures(CATALOG)
@@ -83,6 +85,21 @@ def test_free_memory_diagnosis_names_what_is_free_and_what_fits():
     assert "18.77 of 139.8 GiB" in found["explanation"] and "to 0.11 or less" in found["fix"], found
     manual = diagnose.first_diagnosis((H200 / "manual-fail-oom.log").read_text(), SIGNATURES)
     assert "17.7 of 139.8 GiB" in manual["explanation"] and "to 0.10 or less" in manual["fix"], manual
+
+
+@pytest.mark.parametrize("name, pid, held, own, phase", [
+    # --max-num-seqs 393216 beside a process holding all but 3.4 GiB: the V2 runner's sampler buffers at model load
+    ("fail-oom-max-num-seqs.log", "777", "136.39 GiB", "2.92 GiB", "sample/logit_bias.py"),
+    # a process takes the free memory when CUDA-graph capture starts, after the KV cache is allocated
+    ("fail-oom-cuda-graph-capture.log", "4990", "69.45 GiB", "70.33 GiB", "in _capture_cudagraphs"),
+])
+def test_real_h200_out_of_memory_names_the_other_process(name, pid, held, own, phase):
+    text = (H200 / name).read_text()
+    assert phase in text  # where the real start-up ran out (the traceback)
+    found = diagnose.diagnose(text, SIGNATURES)
+    assert [d["id"] for d in found] == ["gpu_out_of_memory_shared", "out_of_memory", "engine_startup_failed"]
+    assert "process %s holds %s, this vLLM %s" % (pid, held, own) in found[0]["explanation"], found[0]
+    assert "stop process %s" % pid in found[0]["fix"] and "vllm_max_num_seqs" in found[0]["fix"]
 
 
 def test_real_h200_ninja_failure_names_the_tool():
