@@ -28,6 +28,8 @@ H200_LOGS = [
     ("collection-run/fail-ninja-not-on-path.log", "build_tool_missing"),
     ("fail-oom-max-num-seqs.log", "gpu_out_of_memory_shared"),
     ("fail-oom-cuda-graph-capture.log", "gpu_out_of_memory_shared"),
+    ("fail-oom-profile-run.log", "gpu_out_of_memory_shared"),
+    ("fail-no-kv-cache-blocks.log", "kv_cache_below_one_request"),
 ]
 CATALOG = cat.load_catalog()
 SIGNATURES = diagnose.load_signatures(CATALOG)
@@ -92,6 +94,8 @@ def test_free_memory_diagnosis_names_what_is_free_and_what_fits():
     ("fail-oom-max-num-seqs.log", "777", "136.39 GiB", "2.92 GiB", "sample/logit_bias.py"),
     # a process takes the free memory when CUDA-graph capture starts, after the KV cache is allocated
     ("fail-oom-cuda-graph-capture.log", "4990", "69.45 GiB", "70.33 GiB", "in _capture_cudagraphs"),
+    # the tiny Gemma 4 MoE, --max-num-seqs 262144 beside a process holding all but 2.9 GiB: the profile run's forward
+    ("fail-oom-profile-run.log", "646", "136.89 GiB", "2.60 GiB", "in determine_available_memory"),
 ])
 def test_real_h200_out_of_memory_names_the_other_process(name, pid, held, own, phase):
     text = (H200 / name).read_text()
