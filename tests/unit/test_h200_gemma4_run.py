@@ -95,8 +95,8 @@ def test_the_standard_and_sweep_results_are_what_the_reports_show():
     sweep = json.loads(SWEEP.read_text())
     cells = sweep[br.ADDITIONS_KEY]["cells"]
     # vllm bench serve's semantics: 16, 16 and 128 prompts at concurrency 1, 8 and 64
-    assert [(c["concurrency"], c["num_prompts"], c["completed"]) for c in cells] == [(1, 16, 16), (8, 16, 16),
-                                                                                   (64, 128, 128)]
+    shapes = [(c["concurrency"], c["num_prompts"], c["completed"]) for c in cells]
+    assert shapes == [(1, 16, 16), (8, 16, 16), (64, 128, 128)]
     assert br.markdown(sweep) == (RUN / SWEEP.name.replace(".json", ".md")).read_text()
 
 

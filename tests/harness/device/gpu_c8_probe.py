@@ -70,8 +70,8 @@ class VllmBench:
         from vllm.benchmarks.datasets import get_samples  # noqa: PLC0415
         from vllm.tokenizers import get_tokenizer  # noqa: PLC0415
 
-        args = self.parser.parse_args(self.common + self.dataset("random", tokens, seed) + ["--num-prompts",
-                                                                                           str(count)])
+        argv = self.common + self.dataset("random", tokens, seed) + ["--num-prompts", str(count)]
+        args = self.parser.parse_args(argv)
         tokenizer = get_tokenizer(args.tokenizer, tokenizer_mode=args.tokenizer_mode)
         return [r.prompt for r in get_samples(args, tokenizer)]
 
