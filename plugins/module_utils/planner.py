@@ -994,6 +994,7 @@ class _Planner(object):
             "reasons": list(self.reasons),
             "model": model,
             "drafter": self.drafter,
+            "drafter_model": cat.drafter_weights(self.catalog, self.drafter, self.model_name) if self.drafter != "none" else None,
             "objective": self.objective,
             "speculative_config": self.spec_config,
             "profile": self.profile_name,

@@ -92,10 +92,13 @@ def test_single_node_golden(catalog, profile, model, drafter):
         assert limits == ({"image": 4, "audio": 1} if model in ("e4b", "e2b") else {"image": 4})
     spec = flag(argv, "--speculative-config")
     if drafter == "none":
-        assert spec is None and plan["drafter"] == "none"
+        assert spec is None and plan["drafter"] == "none" and plan["drafter_model"] is None
     else:
         spec = json.loads(spec)
         assert spec["model"] == DRAFTERS[(model, drafter)]
+        # What the weights role places beside the model: the checkpoint the speculative config names, from the hub.
+        assert plan["drafter_model"]["checkpoint"] == spec["model"] and plan["drafter_model"]["short"] == drafter
+        assert plan["drafter_model"]["source"] == "huggingface" and plan["drafter_model"]["gated"] is False
         if drafter == "dflash":
             assert spec == {"method": "dflash", "model": DRAFTERS[(model, drafter)], "num_speculative_tokens": 8,
                             "attention_backend": "triton_attn"}
@@ -104,6 +107,13 @@ def test_single_node_golden(catalog, profile, model, drafter):
     assert "VLLM_USE_V2_MODEL_RUNNER" not in plan["env"], "v0.29.0+ runs the V2 model runner by default"
     assert plan["secret_env"] == ["HF_TOKEN"]
     assert all(isinstance(a, str) for a in argv)
+
+
+def test_drafter_model_carries_the_catalogs_measured_size(catalog):
+    """The notes measure the 31B's MTP assistant at 0.88 GiB and its DFlash drafter at 2.86 GiB."""
+    assert make(catalog, profile="rtx_pro_6000", model="31b", drafter="mtp")["drafter_model"]["size_gib"] == 0.88
+    assert make(catalog, profile="rtx_pro_6000", model="31b", drafter="dflash")["drafter_model"]["size_gib"] == 2.86
+    assert "size_gib" not in make(catalog, profile="rtx_pro_6000", model="12b", drafter="mtp")["drafter_model"]
 
 
 # (profile, model, drafter) -> single-stream tok/s the notes publish for v0.30.0
