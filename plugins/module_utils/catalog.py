@@ -265,6 +265,23 @@ def drafter_checkpoint(catalog, drafter, model):
     return (entry.get("checkpoints") or {}).get(model)
 
 
+def drafter_weights(catalog, drafter, model):
+    """What the weights role places for ``drafter`` serving ``model`` (the plan's ``drafter_model``), or None.
+
+    Drafters are hub checkpoints like the models: ``source`` huggingface, ``gated`` as the drafter entry says
+    (default false), the size the catalog measured for this model when it has one."""
+    checkpoint = drafter_checkpoint(catalog, drafter, model)
+    if not checkpoint:
+        return None
+    entry = catalog["drafters"][drafter]
+    weights = {"short": drafter, "checkpoint": checkpoint, "source": entry.get("source", "huggingface"),
+               "gated": bool(entry.get("gated", False)), "revision": entry.get("revision", "main")}
+    size = (entry.get("size_gib") or {}).get(model)
+    if size is not None:
+        weights["size_gib"] = size
+    return weights
+
+
 def drafters_for(catalog, model):
     """Drafter names that have a checkpoint for ``model``, in catalog order."""
     return [name for name in catalog["drafters"] if drafter_checkpoint(catalog, name, model)]

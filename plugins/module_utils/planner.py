@@ -461,6 +461,13 @@ class _Planner(object):
 
     # -- settings ------------------------------------------------------------------------
 
+    def mnbt_tradeoff_text(self, trade, where):
+        """The notes' measured trade of a lower --max-num-batched-tokens for this model on this profile."""
+        return ("%s %s on %s at %d-token prompts: %.1fx the KV cache, TTFT %+d%%, throughput %+d%% at %d streams, p99 ITL "
+                "%d ms -> %d ms" % (self.model_name, where, self.profile_name, trade["prompt_tokens"], trade["kv_cache_ratio"],
+                                    trade["ttft_change_pct"], trade["throughput_change_pct"], trade["concurrency"],
+                                    trade["p99_itl_ms"][0], trade["p99_itl_ms"][1]))
+
     def check_vision_fit(self):
         """A model that fits only without vision, served with it: the longest request its KV cache holds depends on
         --max-num-batched-tokens (the activation peak), so the catalog keeps one figure per measured setting."""
@@ -581,11 +588,20 @@ class _Planner(object):
                 _refuse("mnbt-cap", "--max-num-batched-tokens %d does not fit on %s: at 32768 the activation peak leaves 7.47 GiB "
                         "of KV against the 8.85 GiB one full-context request needs; set vllm_max_num_batched_tokens <= %d "
                         "(shipped: %d)" % (mnbt, self.profile_name, cap, default_mnbt), "vllm_max_num_batched_tokens", mnbt)
-            if mnbt < rules["max_num_batched_tokens"] and not profile.get("stand_in"):
+            trade = self.model_rules.get("mnbt_tradeoff")
+            if trade and mnbt <= trade["max_num_batched_tokens"]:
+                self.warn(self.mnbt_tradeoff_text(trade, "at --max-num-batched-tokens %d" % mnbt)
+                          + ": right for long-context batch work, wrong for interactive serving")
+            elif mnbt < rules["max_num_batched_tokens"] and not profile.get("stand_in"):
                 self.warn("--max-num-batched-tokens %d below 32768: when a prefill chunk fills the budget it stalls decoding "
                           "streams; p99 ITL measured 5-15x worse" % mnbt)
             self.reason("--max-num-batched-tokens %d: requested" % mnbt)
         self.mnbt = mnbt
+        trade = self.model_rules.get("mnbt_tradeoff")
+        if trade and mnbt > trade["max_num_batched_tokens"]:
+            self.reason("long-context batch work on %s: vllm_max_num_batched_tokens=%d trades tail latency for memory (%s)"
+                        % (self.profile_name, trade["max_num_batched_tokens"],
+                           self.mnbt_tradeoff_text(trade, "measured")))
         self.check_vision_fit()
 
         # GPU memory utilization
@@ -994,6 +1010,7 @@ class _Planner(object):
             "reasons": list(self.reasons),
             "model": model,
             "drafter": self.drafter,
+            "drafter_model": cat.drafter_weights(self.catalog, self.drafter, self.model_name) if self.drafter != "none" else None,
             "objective": self.objective,
             "speculative_config": self.spec_config,
             "profile": self.profile_name,

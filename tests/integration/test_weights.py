@@ -22,10 +22,12 @@ DOWNLOADER = REPO / "roles/weights/files/download_weights.py"
 CHECKPOINT = "sparkfleet/tiny-random-llama"
 
 
-def weights_vars(hf_home, model=None):
+def weights_vars(hf_home, model=None, drafter_model=None):
     plan = stand_in_plan()
     if model is not None:
         plan["model"] = model
+    if drafter_model is not None:
+        plan["drafter_model"] = drafter_model
     return native_vars(plan, weights_hf_home=str(hf_home))
 
 
@@ -217,3 +219,43 @@ def test_download_reads_the_token_from_a_0600_file_never_argv(tmp_path, vllm_cpu
     assert not [auth for _path, auth in RecordingHub.seen if decoy in auth], RecordingHub.seen
     assert "HF_TOKEN_PATH" in output  # the environment names the file, not the token
     assert set(glob.glob("/tmp/sparkfleet-hf-token.*")) == before, "the token file outlived the failed download"
+
+
+def test_the_drafter_is_downloaded_beside_the_model(tmp_path, vllm_cpu_venv):
+    """A plan with a drafter (drafter_model, as the planner gives for MTP and DFlash) makes the role fetch the
+    drafter's checkpoint through the same download task, after the model is in the cache, with the token from the
+    0600 file. Stand-ins, named as such: the stand-in model is generated (no hub here), and the drafter's hub is
+    RecordingHub, which refuses every request as a gated repository does, so the role fails at the drafter, before
+    anything is served, and the hub's log shows which repository was asked for with which token."""
+    token = "hf_DRAFTER%s" % os.urandom(6).hex()
+    RecordingHub.seen = []
+    hub = http.server.ThreadingHTTPServer(("127.0.0.1", 0), RecordingHub)
+    threading.Thread(target=hub.serve_forever, daemon=True).start()
+    drafter = {"short": "mtp", "checkpoint": "sparkfleet/drafter-standin", "source": "huggingface", "gated": False,
+               "revision": "main"}
+    extra = dict(weights_vars(tmp_path / "hf", drafter_model=drafter), weights_download_venv=str(vllm_cpu_venv),
+                 weights_hf_endpoint="http://127.0.0.1:%d" % hub.server_address[1])
+    try:
+        result = ansible_playbook("playbooks/serve.yml", extra, args=["--tags", "weights_preflight,weights_install"],
+                                  check=False, secrets={"vllm_hf_token": token})
+    finally:
+        hub.shutdown()
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output[-3000:]
+    # The model came first and is in the cache; then the drafter's download ran and failed on the refusing hub.
+    assert snapshot_files(tmp_path / "hf")[1], "the stand-in model is not in the cache"
+    assert "Download the checkpoint into the cache" in output, output[-3000:]
+    asked = {path for path, _auth in RecordingHub.seen}
+    assert asked and all("sparkfleet/drafter-standin" in path for path in asked), asked
+    assert {auth for _path, auth in RecordingHub.seen} == {"Bearer " + token}, RecordingHub.seen
+    assert token not in output
+
+
+def test_a_drafter_entry_without_a_hub_checkpoint_is_refused_before_anything_is_written(tmp_path):
+    drafter = {"short": "mtp", "checkpoint": "no-owner", "source": "huggingface"}
+    result = ansible_playbook("playbooks/serve.yml", weights_vars(tmp_path / "hf", drafter_model=drafter),
+                              args=["--tags", "weights_preflight,weights_install"], check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "weights_drafter needs `checkpoint: <owner>/<name>`" in output, output[-3000:]
+    assert "checkpoint=no-owner" in output
+    assert not (tmp_path / "hf").exists(), "the refused run created the cache"

@@ -1,17 +1,18 @@
 # Copyright (c) 2026 sparkfleet.vllm contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Copy one model's Hugging Face cache from the cluster head to a worker, verified.
+"""Copy the served checkpoints' Hugging Face cache from the cluster head to a worker, verified.
 
-  cluster_weights.py manifest ROOT REPO_DIR      # on the head: JSON manifest on stdout
-  cluster_weights.py check    ROOT MANIFEST      # on a worker: exit 0 when it already matches
+  cluster_weights.py manifest ROOT REPO_DIR...   # on the head: JSON manifest on stdout
+  cluster_weights.py check    ROOT MANIFEST      # on a worker: {"match": ...} on stdout
   cluster_weights.py pull     ROOT MANIFEST URL_FILE  # on a worker: fetch what differs from the URL in URL_FILE
 
-ROOT is <HF_HOME>/hub, REPO_DIR a directory in it such as
-models--org--name. The manifest lists every regular file (size, sha256) and
-every symlink (the cache's snapshots/ point into blobs/). A worker keeps the
-manifest it verified; a later check re-hashes only files whose size or mtime
-moved. Standard library only: it runs with the system python3.
+ROOT is <HF_HOME>/hub, each REPO_DIR a directory in it such as
+models--org--name: the model's, and the drafter's when the plan runs one. The
+manifest lists, per repository, every regular file (size, sha256) and every
+symlink (the cache's snapshots/ point into blobs/). A worker keeps the manifest
+it verified in each repository; a later check re-hashes only files whose size
+or mtime moved. Standard library only: it runs with the system python3.
 
 The head serves its files under a random path (a capability URL: other machines on the link can neither list
 nor guess it); the URL reaches the pull in a 0600 file, never on a command line or in an environment prefix.
@@ -67,6 +68,17 @@ def manifest(root, repo_dir):
     return result
 
 
+def manifests(root, repo_dirs):
+    """The manifest of several repositories (the model's and the drafter's), in the order given."""
+    repos = [manifest(root, repo_dir) for repo_dir in repo_dirs]
+    return {"repos": repos, "bytes": sum(repo["bytes"] for repo in repos)}
+
+
+def repositories(wanted):
+    """The per-repository manifests of ``wanted``; a one-repository manifest (older heads) is its own list."""
+    return wanted["repos"] if "repos" in wanted else [wanted]
+
+
 def differing(root, wanted):
     """Entries of the manifest that the local cache does not hold verified."""
     stamp = os.path.join(root, wanted["repo_dir"], STAMP)
@@ -101,8 +113,18 @@ def record(root, wanted):
         json.dump({"repo_dir": wanted["repo_dir"], "files": files, "links": wanted["links"]}, handle)
 
 
+def differing_all(root, wanted):
+    """Files and links of every repository in ``wanted`` that the local cache does not hold verified."""
+    need, bad_links = [], []
+    for repo in repositories(wanted):
+        files, links = differing(root, repo)
+        need += files
+        bad_links += links
+    return need, bad_links
+
+
 def pull(root, wanted, url):
-    need, bad_links = differing(root, wanted)
+    need, bad_links = differing_all(root, wanted)
     fetched = 0
     for entry in need:
         full = os.path.join(root, entry["path"])
@@ -124,20 +146,23 @@ def pull(root, wanted, url):
         if os.path.lexists(full):
             os.unlink(full)
         os.symlink(link["target"], full)
-    record(root, wanted)
+    repos = repositories(wanted)
+    for repo in repos:
+        record(root, repo)
     return {"changed": bool(need or bad_links), "files_fetched": len(need), "bytes_fetched": fetched,
-            "links_fixed": len(bad_links), "files": len(wanted["files"]), "bytes": wanted["bytes"]}
+            "links_fixed": len(bad_links), "files": sum(len(repo["files"]) for repo in repos),
+            "bytes": sum(repo["bytes"] for repo in repos), "repos": [repo["repo_dir"] for repo in repos]}
 
 
 def main(argv):
     command, root = argv[1], argv[2]
     if command == "manifest":
-        print(json.dumps(manifest(root, argv[3])))
+        print(json.dumps(manifests(root, argv[3:])))
         return 0
     with open(argv[3]) as handle:
         wanted = json.load(handle)
     if command == "check":
-        need, bad_links = differing(root, wanted)
+        need, bad_links = differing_all(root, wanted)
         print(json.dumps({"match": not (need or bad_links), "files_differing": [e["path"] for e in need],
                           "links_differing": [link["path"] for link in bad_links]}))
         return 0

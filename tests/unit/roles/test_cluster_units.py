@@ -15,6 +15,7 @@ import os
 import shlex
 import stat
 import subprocess
+import sys
 
 import pytest
 import yaml
@@ -129,6 +130,8 @@ def test_container_units_carry_flags_env_and_plan(rendered, nodes, executor):
                 assert env["NCCL_SOCKET_IFNAME"] == env["GLOO_SOCKET_IFNAME"] == "enp1s0f1np1"
                 assert env["NCCL_IB_HCA"] == "rocep1s0f1" and env["UCX_NET_DEVICES"] == "rocep1s0f1:1"
                 assert env["RAY_memory_monitor_refresh_ms"] == "0"
+                # The role placed and verified the model and drafter on every node: no rank asks the hub at start.
+                assert env["HF_HUB_OFFLINE"] == "1"
                 # Under Ray a stop does not wait for a drain only Ray Serve uses (the head's GCS is gone by then).
                 assert env.get("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S") == ("0" if executor == "ray" else None)
                 assert "StartLimitBurst=5" in unit and "Restart=on-failure" in unit
@@ -152,6 +155,8 @@ def test_container_units_carry_flags_env_and_plan(rendered, nodes, executor):
                 assert argv[argv.index("--tensor-parallel-size") + 1] == str(nodes)
                 if combo["drafter"] != "none":
                     assert "--speculative-config" in argv
+                    spec = json.loads(argv[argv.index("--speculative-config") + 1])
+                    assert plan["drafter_model"]["checkpoint"] == spec["model"]
                 if executor == "ray":
                     assert "--distributed-executor-backend" in argv
                     pre = exec_words(unit, "ExecStartPre=")
@@ -246,3 +251,27 @@ def test_secret_env_holds_the_plans_names_from_the_vaulted_variables(tmp_path):
             if "docker run" in unit_text:
                 words = exec_words(unit_text)[0]
                 assert {"--env=VLLM_API_KEY", "--env=HF_TOKEN"} <= set(words), words
+
+
+def test_the_head_shares_the_drafters_repository_beside_the_models(tmp_path):
+    """The cluster's weight copy covers what the plan serves: the role's own expression for the repositories the
+    head lists and shares (__vllm_cluster_repo_dirs in roles/vllm_cluster/vars/main.yml), evaluated by Ansible for
+    the planner's plans with and without a drafter."""
+    catalog = cat.load_catalog(None)
+    plans = {drafter: planner.plan(catalog, {"model": "31b", "drafter": drafter, "profile": "dgx_spark"})
+             for drafter in ("none", "mtp", "dflash")}
+    play = [{"name": "Evaluate the cluster role's repository list", "hosts": "localhost", "gather_facts": False,
+             "tasks": [{"name": "Load the role's internal variables",
+                        "ansible.builtin.include_vars": str(REPO / "roles/vllm_cluster/vars/main.yml")},
+                       {"name": "Write the list for each plan", "ansible.builtin.copy": {
+                           "content": "{{ __vllm_cluster_repo_dirs | to_json }}", "mode": "0644",
+                           "dest": str(tmp_path) + "/{{ item.key }}.json"},
+                        "loop": "{{ plans | dict2items }}",
+                        "vars": {"vllm_plan": "{{ item.value }}"}}]}]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
+    run([tool("ansible-playbook"), "-c", "local", "-i", "localhost,", str(tmp_path / "play.yml"),
+         "-e", json.dumps({"plans": plans, "ansible_python_interpreter": sys.executable})])
+    assert json.loads((tmp_path / "none.json").read_text()) == ["models--" + plans["none"]["model"]["checkpoint"].replace("/", "--")]
+    for drafter in ("mtp", "dflash"):
+        dirs = json.loads((tmp_path / ("%s.json" % drafter)).read_text())
+        assert dirs == ["models--" + plans[drafter][key]["checkpoint"].replace("/", "--") for key in ("model", "drafter_model")]

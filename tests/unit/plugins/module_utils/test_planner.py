@@ -92,10 +92,13 @@ def test_single_node_golden(catalog, profile, model, drafter):
         assert limits == ({"image": 4, "audio": 1} if model in ("e4b", "e2b") else {"image": 4})
     spec = flag(argv, "--speculative-config")
     if drafter == "none":
-        assert spec is None and plan["drafter"] == "none"
+        assert spec is None and plan["drafter"] == "none" and plan["drafter_model"] is None
     else:
         spec = json.loads(spec)
         assert spec["model"] == DRAFTERS[(model, drafter)]
+        # What the weights role places beside the model: the checkpoint the speculative config names, from the hub.
+        assert plan["drafter_model"]["checkpoint"] == spec["model"] and plan["drafter_model"]["short"] == drafter
+        assert plan["drafter_model"]["source"] == "huggingface" and plan["drafter_model"]["gated"] is False
         if drafter == "dflash":
             assert spec == {"method": "dflash", "model": DRAFTERS[(model, drafter)], "num_speculative_tokens": 8,
                             "attention_backend": "triton_attn"}
@@ -104,6 +107,13 @@ def test_single_node_golden(catalog, profile, model, drafter):
     assert "VLLM_USE_V2_MODEL_RUNNER" not in plan["env"], "v0.29.0+ runs the V2 model runner by default"
     assert plan["secret_env"] == ["HF_TOKEN"]
     assert all(isinstance(a, str) for a in argv)
+
+
+def test_drafter_model_carries_the_catalogs_measured_size(catalog):
+    """The notes measure the 31B's MTP assistant at 0.88 GiB and its DFlash drafter at 2.86 GiB."""
+    assert make(catalog, profile="rtx_pro_6000", model="31b", drafter="mtp")["drafter_model"]["size_gib"] == 0.88
+    assert make(catalog, profile="rtx_pro_6000", model="31b", drafter="dflash")["drafter_model"]["size_gib"] == 2.86
+    assert "size_gib" not in make(catalog, profile="rtx_pro_6000", model="12b", drafter="mtp")["drafter_model"]
 
 
 # (profile, model, drafter) -> single-stream tok/s the notes publish for v0.30.0
@@ -855,3 +865,20 @@ def test_changing_max_model_len_warns_that_the_compile_cache_is_rebuilt(catalog)
     plan = make(catalog, profile="rtx_pro_6000", model="26b-a4b", max_model_len=131072)
     assert any("compile cache" in w and "--max-model-len" in w for w in plan["warnings"]), plan["warnings"]
     assert not any("compile cache" in w for w in make(catalog, profile="rtx_pro_6000", model="26b-a4b")["warnings"])
+
+
+def test_31b_on_the_spark_names_the_measured_mnbt_tradeoff(catalog):
+    """The notes: on the Spark at 8k prompts, --max-num-batched-tokens 4096 gives the dense 31B 2.8x the KV cache,
+    19% lower TTFT and 14% more throughput at c32, but takes p99 ITL from 234 ms to 3,233 ms."""
+    lowered = make(catalog, profile="dgx_spark", model="31b", max_num_batched_tokens=4096)
+    (warning,) = [w for w in lowered["warnings"] if "p99 ITL" in w]
+    for figure in ("2.8x the KV cache", "TTFT -19%", "throughput +14% at 32 streams", "234 ms -> 3233 ms",
+                   "wrong for interactive serving"):
+        assert figure in warning, warning
+    shipped = make(catalog, profile="dgx_spark", model="31b")
+    assert not [w for w in shipped["warnings"] if "p99 ITL" in w]
+    assert [r for r in shipped["reasons"] if "vllm_max_num_batched_tokens=4096 trades tail latency" in r]
+    # Only the 31B has the trade measured as worth it; another model keeps the generic warning.
+    other = make(catalog, profile="dgx_spark", model="12b", max_num_batched_tokens=4096)
+    assert [w for w in other["warnings"] if "p99 ITL measured 5-15x worse" in w]
+    assert not [r for r in make(catalog, profile="dgx_spark", model="12b")["reasons"] if "trades tail latency" in r]
