@@ -368,8 +368,10 @@ class _Planner(object):
         if not cat.drafter_checkpoint(self.catalog, drafter, self.model_name):
             has = [m for m in self.catalog["models"] if cat.drafter_checkpoint(self.catalog, drafter, m)]
             valid = ["none"] + cat.drafters_for(self.catalog, self.model_name)
-            return ("%s has no %s drafter (%s exists for %s); set vllm_drafter to one of: %s" % (
-                self.model_name, drafter, drafter, ", ".join(has) or "no model", ", ".join(valid)), "drafter")
+            gap = " ".join(str((self.model.get("gaps") or {}).get("--speculative-config") or "").split())
+            return ("%s has no %s drafter (%s exists for %s)%s; set vllm_drafter to one of: %s" % (
+                self.model_name, drafter, drafter, ", ".join(has) or "no model", ": " + gap if gap else "",
+                ", ".join(valid)), "drafter")
         refused = (self.model_rules.get("refused_drafters") or {}).get(drafter)
         if refused:
             valid = ["none"] + [d for d in cat.drafters_for(self.catalog, self.model_name)
@@ -818,7 +820,7 @@ class _Planner(object):
         if not self.real_name:
             return None
         reference = self.profile.get("stand_in_reference_profile")
-        request = dict((k, v) for k, v in self.request.items() if k not in REFERENCE_UNSET_KEYS)
+        request = {k: v for k, v in self.request.items() if k not in REFERENCE_UNSET_KEYS}
         request.update({"model": self.real_name, "profile": reference})
         try:
             real = plan(self.catalog, request)

@@ -14,6 +14,7 @@ import re
 import jinja2.sandbox
 import pytest
 import yaml
+
 from conftest import REPO
 
 GENERATOR = REPO / "roles/weights/files/generate_tiny_model.py"
