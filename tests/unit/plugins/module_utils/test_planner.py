@@ -490,6 +490,14 @@ def test_a_gemma4_stand_in_is_planned_with_the_real_models_flags(catalog, stand_
     assert plan["expected"]["calibrate"] is True
 
 
+def test_a_drafter_for_a_stand_in_is_refused_with_the_named_gap(catalog):
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, profile="cpu", model="tiny-26b-a4b", drafter="mtp")
+    assert err.value.rule == "drafter" and "tiny-26b-a4b has no mtp drafter" in str(err.value)
+    assert "no drafter yet: the weights role generates only the served checkpoint" in str(err.value)
+    assert make(catalog, profile="cpu", model="tiny-26b-a4b", drafter="auto")["drafter"] == "none"
+
+
 def test_the_llama_stand_in_is_compared_with_nothing(catalog):
     assert make(catalog, profile="cpu")["stand_in_for"] is None
     assert make(catalog, profile="rtx_pro_6000")["stand_in_for"] is None
