@@ -1069,6 +1069,8 @@ class _Planner(object):
 REFERENCE_UNSET_KEYS = ("model", "profile", "gpu_name", "release", "image", "runtime")
 # vllm serve flags the planner writes without a value.
 _SWITCHES = ("--enable-auto-tool-choice", "--language-model-only", "--enable-expert-parallel", "--headless")
+# A flag one of two compared argvs does not have.
+ABSENT = "absent"
 
 
 def _argv_flags(argv):
@@ -1091,9 +1093,6 @@ def argv_differences(real, stand_in):
     theirs, ours = dict(_argv_flags(real)), dict(_argv_flags(stand_in))
     names = list(theirs) + [n for n in ours if n not in theirs]
     return [(n, theirs.get(n, ABSENT), ours.get(n, ABSENT)) for n in names if theirs.get(n, ABSENT) != ours.get(n, ABSENT)]
-
-
-ABSENT = "absent"
 
 
 def _shown(value):
