@@ -150,6 +150,17 @@ def validate_catalog(catalog):
             if field not in model:
                 problems.append("models.%s lacks %s" % (name, field))
         problems.extend(_smoke_misses_problems(catalog, name, model.get("smoke_expected_misses")))
+        real = model.get("stands_in_for")
+        if real is not None:
+            if not model.get("stand_in"):
+                problems.append("models.%s stands in for %s but is not marked stand_in: true" % (name, real))
+            if real not in models or (models.get(real) or {}).get("stand_in"):
+                problems.append("models.%s.stands_in_for %r is not a real (non-stand-in) model" % (name, real))
+            if model.get("source") == "generate" and not isinstance(model.get("generate"), dict):
+                problems.append("models.%s is generated but has no generate block (its shape)" % name)
+        for flag, why in (model.get("gaps") or {}).items():
+            if not str(why or "").strip():
+                problems.append("models.%s.gaps.%s gives no reason" % (name, flag))
     for name, drafter in drafters.items():
         for model in (drafter.get("checkpoints") or {}):
             if model not in models:
@@ -164,6 +175,10 @@ def validate_catalog(catalog):
             problems.append("profiles.%s.default_release %r is not a release" % (name, profile.get("default_release")))
         if profile.get("default_drafter") not in list(drafters) + [DRAFTER_NONE]:
             problems.append("profiles.%s.default_drafter %r is not a drafter" % (name, profile.get("default_drafter")))
+        reference = profile.get("stand_in_reference_profile")
+        if reference is not None and (reference not in profiles or (profiles.get(reference) or {}).get("stand_in")):
+            problems.append("profiles.%s.stand_in_reference_profile %r is not a real (non-stand-in) profile" % (
+                name, reference))
         diagnosis_ids = [d.get("id") for d in catalog.get("diagnostics") or []]
         for model, rules in (profile.get("models") or {}).items():
             if model not in models:

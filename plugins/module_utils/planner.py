@@ -190,6 +190,9 @@ class _Planner(object):
             _refuse("model", str(exc), "vllm_model", name)
         self.model = self.catalog["models"][self.model_name]
         self.model_rules = (self.profile.get("models") or {}).get(self.model_name) or {}
+        # A stand-in for a Gemma 4 model takes its serving flags (parsers, expert parallelism) from the real one.
+        self.real_name = self.model.get("stands_in_for")
+        self.flag_model = self.catalog["models"][self.real_name] if self.real_name else self.model
         if bool(self.model.get("stand_in")) != bool(self.profile.get("stand_in")):
             if self.profile.get("stand_in"):
                 stand_ins = [k for k, v in self.catalog["models"].items() if v.get("stand_in")]
@@ -259,7 +262,7 @@ class _Planner(object):
         self.cluster = self.node_count > 1
         self.head_address = None
         self.node_address = None
-        self.expert_parallel = self.cluster and bool(self.model.get("cluster_needs_expert_parallel"))
+        self.expert_parallel = self.cluster and bool(self.flag_model.get("cluster_needs_expert_parallel"))
         if not self.cluster:
             self.executor = None
             self.node_role = "single"
@@ -365,8 +368,10 @@ class _Planner(object):
         if not cat.drafter_checkpoint(self.catalog, drafter, self.model_name):
             has = [m for m in self.catalog["models"] if cat.drafter_checkpoint(self.catalog, drafter, m)]
             valid = ["none"] + cat.drafters_for(self.catalog, self.model_name)
-            return ("%s has no %s drafter (%s exists for %s); set vllm_drafter to one of: %s" % (
-                self.model_name, drafter, drafter, ", ".join(has) or "no model", ", ".join(valid)), "drafter")
+            gap = " ".join(str((self.model.get("gaps") or {}).get("--speculative-config") or "").split())
+            return ("%s has no %s drafter (%s exists for %s)%s; set vllm_drafter to one of: %s" % (
+                self.model_name, drafter, drafter, ", ".join(has) or "no model", ": " + gap if gap else "",
+                ", ".join(valid)), "drafter")
         refused = (self.model_rules.get("refused_drafters") or {}).get(drafter)
         if refused:
             valid = ["none"] + [d for d in cat.drafters_for(self.catalog, self.model_name)
@@ -793,7 +798,7 @@ class _Planner(object):
             argv += ["--limit-mm-per-prompt", json.dumps(limits, separators=(", ", ": "))]
         if self.language_model_only:
             argv.append("--language-model-only")
-        if self.model.get("family") == "gemma4":
+        if self.flag_model.get("family") == "gemma4":
             argv += ["--reasoning-parser", rules["reasoning_parser"], "--tool-call-parser", rules["tool_call_parser"]]
             if rules.get("enable_auto_tool_choice"):
                 argv.append("--enable-auto-tool-choice")
@@ -820,6 +825,41 @@ class _Planner(object):
                 self.reason("multiprocessing executor: --nnodes/--node-rank/--master-addr%s" % (
                     ", --headless on workers" if self.node_role == "worker" else ""))
         return argv + list(self.extra_args)
+
+    def compare_with_real(self, argv):
+        """A stand-in's argv against its real model's, as planned on the profile's reference profile.
+
+        Returns ``{"model", "profile", "argv", "differences"}`` (None for a model that stands in for nothing);
+        each difference is ``{"flag", "real", "stand_in", "why"}``, the why from the profile's
+        ``stand_in_differences`` or the stand-in's ``gaps``. A difference neither names is a warning.
+        """
+        if not self.real_name:
+            return None
+        reference = self.profile.get("stand_in_reference_profile")
+        request = {k: v for k, v in self.request.items() if k not in REFERENCE_UNSET_KEYS}
+        request.update({"model": self.real_name, "profile": reference})
+        try:
+            real = plan(self.catalog, request)
+        except PlanError as exc:
+            self.warn("stand-in for %s: the real model cannot be planned on %s with these settings, so the flags "
+                      "are not compared: %s" % (self.real_name, reference, exc))
+            return {"model": self.real_name, "profile": reference, "argv": None, "differences": None}
+        known = dict(self.profile.get("stand_in_differences") or {})
+        known.update(self.model.get("gaps") or {})
+        differences = []
+        for name, real_value, own_value in argv_differences(real["argv"], argv):
+            why = " ".join(str(known.get(name) or "").split())
+            differences.append({"flag": name, "real": real_value, "stand_in": own_value, "why": why or None})
+            shown = "%s: %s on %s, %s here" % (name, _shown(real_value), reference, _shown(own_value))
+            if why:
+                self.reason("stand-in for %s, %s: %s" % (self.real_name, shown, why))
+            else:
+                self.warn("stand-in for %s differs in %s, which the catalog does not explain (profiles.%s."
+                          "stand_in_differences or models.%s.gaps)" % (self.real_name, shown, self.profile_name,
+                                                                      self.model_name))
+        self.reason("stand-in for %s: every other flag is the one %s gets on %s" % (
+            self.real_name, self.real_name, reference))
+        return {"model": self.real_name, "profile": reference, "argv": list(real["argv"]), "differences": differences}
 
     @property
     def ray_port(self):
@@ -972,6 +1012,7 @@ class _Planner(object):
             if key == "HF_HUB_OFFLINE":
                 self.reason("HF_HUB_OFFLINE=1: the stand-in model is generated locally, never downloaded")
         argv = self.serve_argv()
+        stand_in_for = self.compare_with_real(argv)
         entrypoint = list(SERVE_ENTRYPOINT)
         ray_argv = None
         if self.cluster:
@@ -1031,6 +1072,7 @@ class _Planner(object):
                 "expert_parallel": self.expert_parallel,
             },
             "stand_in": bool(self.profile.get("stand_in") or self.model.get("stand_in")),
+            "stand_in_for": stand_in_for,
         }
         if ray_argv is not None:
             plan["ray_start_argv"] = ray_argv
@@ -1038,6 +1080,40 @@ class _Planner(object):
         if self.cluster and self.node_role == "worker" and self.executor == "ray":
             plan["serve_argv"] = None
         return plan
+
+
+# Request keys the real model's plan does not take from a stand-in's: where and with what it runs.
+REFERENCE_UNSET_KEYS = ("model", "profile", "gpu_name", "release", "image", "runtime")
+# vllm serve flags the planner writes without a value.
+_SWITCHES = ("--enable-auto-tool-choice", "--language-model-only", "--enable-expert-parallel", "--headless")
+# A flag one of two compared argvs does not have.
+ABSENT = "absent"
+
+
+def _argv_flags(argv):
+    """``[(name, value)]`` of a planned vllm serve argv: ``checkpoint`` for the positional, None for a switch."""
+    flags = [("checkpoint", argv[0])] if argv and not str(argv[0]).startswith("--") else []
+    index = len(flags)
+    while index < len(argv):
+        name = str(argv[index])
+        if name in _SWITCHES or index + 1 >= len(argv) or str(argv[index + 1]).startswith("--"):
+            flags.append((name, None))
+            index += 1
+        else:
+            flags.append((name, str(argv[index + 1])))
+            index += 2
+    return flags
+
+
+def argv_differences(real, stand_in):
+    """``[(flag, real value, stand-in value)]`` where two planned argvs differ; ``absent`` marks a missing flag."""
+    theirs, ours = dict(_argv_flags(real)), dict(_argv_flags(stand_in))
+    names = list(theirs) + [n for n in ours if n not in theirs]
+    return [(n, theirs.get(n, ABSENT), ours.get(n, ABSENT)) for n in names if theirs.get(n, ABSENT) != ours.get(n, ABSENT)]
+
+
+def _shown(value):
+    return "set" if value is None else str(value)
 
 
 def plan(catalog, request):

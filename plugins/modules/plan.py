@@ -32,8 +32,8 @@ author:
 options:
   model:
     description:
-      - Model short name (V(31b), V(26b-a4b), V(12b), V(e4b), V(e2b), or the stand-in V(tiny)), any case;
-        a checkpoint id or served name also works. Unset means the catalog default (V(26b-a4b); V(tiny) on
+      - Model short name (V(31b), V(26b-a4b), V(12b), V(e4b), V(e2b), or a stand-in of the V(cpu) profile, V(tiny),
+        V(tiny-31b), V(tiny-26b-a4b), V(tiny-e2b)), any case; a checkpoint id or served name also works. Unset means the catalog default (V(26b-a4b); V(tiny) on
         the V(cpu) stand-in profile).
     type: str
   drafter:
@@ -318,6 +318,18 @@ plan:
       description: vLLM release.
       type: str
       sample: v0.30.0
+    stand_in_for:
+      description:
+        - For a stand-in that stands in for a Gemma 4 model (V(tiny-31b), V(tiny-26b-a4b), V(tiny-e2b)) on the
+          V(cpu) profile, the real model, the reference profile it is planned on, that plan's argv and every
+          flag that differs, with why (the catalog's C(stand_in_differences) or the stand-in's C(gaps)); null
+          otherwise.
+      type: dict
+      sample:
+        model: 26b-a4b
+        profile: rtx_pro_6000
+        differences:
+          - {flag: --kv-cache-dtype, real: fp8, stand_in: absent, why: the CPU build keeps the KV cache in bfloat16}
 summary:
   description: Readable summary, one line per item.
   returned: success

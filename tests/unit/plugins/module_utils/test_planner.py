@@ -5,6 +5,7 @@ Expected flags are written here from the notes, not read from the catalog, so a
 wrong catalog value or planner rule fails these tests. The `cpu` profile and
 `tiny` model are stand-ins (vLLM's CPU build, a tiny random model).
 """
+import copy
 import json
 
 import pytest
@@ -451,6 +452,99 @@ def test_cpu_stand_in(catalog):
     assert plan["runtime"] == "native" and plan["release"] == "cpu-0.32.0" and plan["image"] is None
     # No fixed figure for a CPU: the throughput module calibrates on the serving machine.
     assert plan["expected"]["calibrate"] is True and plan["expected"]["single_stream_tok_s"] is None
+
+
+# The tiny Gemma 4s: each is planned with its real model's flags, and only these differ from the real model's
+# argv on the reference profile (rtx_pro_6000), each for a reason the plan names.
+GEMMA4_STAND_INS = {"tiny-31b": "31b", "tiny-26b-a4b": "26b-a4b", "tiny-e2b": "e2b"}
+CPU_FORCED = {"checkpoint", "--kv-cache-dtype", "--gpu-memory-utilization", "--max-num-batched-tokens"}
+# What the CPU build cannot load (the stand-ins' `gaps`): the multimodal towers, so no --limit-mm-per-prompt.
+GAPS = {"tiny-31b": {"--limit-mm-per-prompt"}, "tiny-26b-a4b": {"--limit-mm-per-prompt"},
+        "tiny-e2b": {"--limit-mm-per-prompt"}}
+
+
+def flags_of(argv):
+    """{flag: value} of a planned argv (the positional checkpoint as `checkpoint`; a switch maps to True)."""
+    flags, index = {"checkpoint": argv[0]}, 1
+    while index < len(argv):
+        if index + 1 < len(argv) and not argv[index + 1].startswith("--"):
+            flags[argv[index]] = argv[index + 1]
+            index += 2
+        else:
+            flags[argv[index]] = True
+            index += 1
+    return flags
+
+
+@pytest.mark.parametrize("stand_in, real", sorted(GEMMA4_STAND_INS.items()))
+def test_a_gemma4_stand_in_is_planned_with_the_real_models_flags(catalog, stand_in, real):
+    plan = make(catalog, profile="cpu", model=stand_in)
+    reference = make(catalog, profile="rtx_pro_6000", model=real)
+    ours, theirs = flags_of(plan["argv"]), flags_of(reference["argv"])
+    differing = {f for f in set(ours) | set(theirs) if ours.get(f) != theirs.get(f)}
+    assert differing == CPU_FORCED | GAPS[stand_in], (plan["argv"], reference["argv"])
+    for name in ("--reasoning-parser", "--tool-call-parser"):
+        assert ours[name] == "gemma4"
+    assert ours["--enable-auto-tool-choice"] is True and ours["--max-model-len"] == theirs["--max-model-len"]
+    assert ours["--served-model-name"] == catalog["models"][real]["served_name"]
+    assert ours["checkpoint"] == catalog["models"][stand_in]["checkpoint"] and "--kv-cache-dtype" not in ours
+    # The plan carries the comparison, every difference with its reason, and no unexplained one.
+    compared = plan["stand_in_for"]
+    assert (compared["model"], compared["profile"], compared["argv"]) == (real, "rtx_pro_6000", reference["argv"])
+    assert {d["flag"] for d in compared["differences"]} == differing
+    for difference in compared["differences"]:
+        assert difference["why"], difference
+        assert any(r.startswith("stand-in for %s, %s: " % (real, difference["flag"])) for r in plan["reasons"]), difference
+    assert not any("does not explain" in w for w in plan["warnings"]), plan["warnings"]
+    assert plan["stand_in"] is True and plan["runtime"] == "native" and plan["env"] == {"HF_HUB_OFFLINE": "1"}
+    assert plan["expected"]["calibrate"] is True
+
+
+def test_a_drafter_for_a_stand_in_is_refused_with_the_named_gap(catalog):
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, profile="cpu", model="tiny-26b-a4b", drafter="mtp")
+    assert err.value.rule == "drafter" and "tiny-26b-a4b has no mtp drafter" in str(err.value)
+    assert "no drafter yet: the weights role generates only the served checkpoint" in str(err.value)
+    assert make(catalog, profile="cpu", model="tiny-26b-a4b", drafter="auto")["drafter"] == "none"
+
+
+def test_the_llama_stand_in_is_compared_with_nothing(catalog):
+    assert make(catalog, profile="cpu")["stand_in_for"] is None
+    assert make(catalog, profile="rtx_pro_6000")["stand_in_for"] is None
+
+
+def test_a_difference_the_catalog_does_not_explain_is_a_warning(catalog):
+    changed = copy.deepcopy(catalog)
+    del changed["profiles"]["cpu"]["stand_in_differences"]["--kv-cache-dtype"]
+    plan = make(changed, profile="cpu", model="tiny-26b-a4b")
+    assert any("stand-in for 26b-a4b differs in --kv-cache-dtype: fp8 on rtx_pro_6000, absent here, which the catalog "
+               "does not explain" in w for w in plan["warnings"]), plan["warnings"]
+    assert [d["why"] for d in plan["stand_in_for"]["differences"] if d["flag"] == "--kv-cache-dtype"] == [None]
+
+
+def test_a_stand_ins_overrides_reach_the_real_models_plan(catalog):
+    """A setting chosen for the stand-in is the same choice on the real model, so it is no difference."""
+    plan = make(catalog, profile="cpu", model="tiny-31b", max_model_len=8192, gpu_memory_utilization=0.3, port=19500)
+    assert flags_of(plan["stand_in_for"]["argv"])["--max-model-len"] == "8192"
+    assert {d["flag"] for d in plan["stand_in_for"]["differences"]} == (CPU_FORCED | GAPS["tiny-31b"]) - {
+        "--gpu-memory-utilization"}
+
+
+def test_the_moe_stand_in_takes_expert_parallelism_from_the_real_model(catalog):
+    """On a cluster the stand-in gets --enable-expert-parallel because the real 26B-A4B needs it (a catalog where the
+    cpu profile may form a cluster; the shipped cpu profile runs on one node)."""
+    changed = copy.deepcopy(catalog)
+    changed["profiles"]["cpu"]["node_counts"] = [1, 2]
+    changed["rules"]["cluster_profiles"] = ["dgx_spark", "cpu"]
+    changed["releases"]["cpu-0.32.0"]["version"] = "0.32.0"
+    request = {"profile": "cpu", "model": "tiny-26b-a4b", "node_count": 2, "node_index": 0, "executor": "mp",
+               "head_address": "192.0.2.101", "node_address": "192.0.2.101", "cluster_interface": "lo",
+               "cluster_hca": "none"}
+    plan = planner.plan(changed, request)
+    assert "--enable-expert-parallel" in plan["argv"] and plan["settings"]["expert_parallel"] is True
+    assert "tiny-26b-a4b" not in [m for m, v in changed["models"].items() if v.get("cluster_needs_expert_parallel")]
+    dense = planner.plan(changed, dict(request, model="tiny-31b"))
+    assert "--enable-expert-parallel" not in dense["argv"]
 
 
 def test_extra_args_string_forms(catalog):
