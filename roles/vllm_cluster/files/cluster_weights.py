@@ -76,7 +76,7 @@ def manifests(root, repo_dirs):
 
 def repositories(wanted):
     """The per-repository manifests of ``wanted``; a one-repository manifest (older heads) is its own list."""
-    return wanted["repos"] if "repos" in wanted else [wanted]
+    return wanted.get("repos", [wanted])
 
 
 def differing(root, wanted):
