@@ -855,8 +855,8 @@ class _Planner(object):
                 self.reason("stand-in for %s, %s: %s" % (self.real_name, shown, why))
             else:
                 self.warn("stand-in for %s differs in %s, which the catalog does not explain (profiles.%s."
-                          "stand_in_differences or models.%s.gaps)" % (self.real_name, shown, self.profile_name,
-                                                                      self.model_name))
+                          "stand_in_differences or models.%s.gaps)" % (
+                              self.real_name, shown, self.profile_name, self.model_name))
         self.reason("stand-in for %s: every other flag is the one %s gets on %s" % (
             self.real_name, self.real_name, reference))
         return {"model": self.real_name, "profile": reference, "argv": list(real["argv"]), "differences": differences}

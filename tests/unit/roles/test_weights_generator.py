@@ -42,7 +42,7 @@ def generator():
 def render(generator, messages, **kwargs):
     """The chat template as transformers renders it (a sandboxed Jinja environment with a tojson filter)."""
     env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-    env.filters["tojson"] = lambda value: json.dumps(value)
+    env.filters["tojson"] = json.dumps
     return env.from_string(generator.GEMMA4_CHAT_TEMPLATE).render(messages=messages, bos_token="<bos>", **kwargs)
 
 
@@ -106,8 +106,8 @@ def test_the_tokenizer_carries_the_tokens_the_parsers_and_processor_need(generat
     assert "<|think|>" in tokens and "<|tool>" in tokens and "<tool|>" in tokens and "<tool_response|>" in tokens
     for name, token in generator.GEMMA4_NAMED_TOKENS.items():
         assert token in tokens, name
-    assert set(generator.GEMMA4_NAMED_TOKENS) == {"image_token", "boi_token", "eoi_token", "audio_token", "boa_token",
-                                                   "eoa_token"}
+    named = {"image_token", "boi_token", "eoi_token", "audio_token", "boa_token", "eoa_token"}
+    assert set(generator.GEMMA4_NAMED_TOKENS) == named
     assert generator.GEMMA4_STOP_TOKENS == ["<eos>", "<turn|>"]
 
 
