@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """STAND-IN for vLLM behind the gateway (Molecule only): answers every request with what it received.
 
 Usage: standin_upstream.py PORT LOG. Every request appends "METHOD PATH" to LOG and gets JSON back with the

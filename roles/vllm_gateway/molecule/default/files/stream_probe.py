@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Seconds until the first server-sent event and until the end of a streamed chat request through the gateway.
 
 Usage: stream_probe.py URL [CAFILE]. Prints JSON {"status", "first_event_s", "total_s", "events"}.
