@@ -19,7 +19,7 @@ REQUEST_KEYS = (
     "runtime", "max_model_len", "max_num_batched_tokens", "gpu_memory_utilization", "max_num_seqs",
     "language_model_only", "enable_audio", "images_per_prompt", "port", "served_name", "api_key", "extra_args",
     "head_address", "node_address", "cluster_interface", "cluster_hca", "env", "allow_dev_mode",
-    "native_env", "cluster_extra_env", "cluster_ray_health_check", "cluster_nodes", "host", "host_groups",
+    "native_env", "cluster_extra_env", "cluster_ray_health_check", "cluster_nodes", "host", "host_groups", "gateway",
 )
 # Interface variable (extra-vars / inventory) for each request key, for messages.
 VARIABLES = {
@@ -35,7 +35,7 @@ VARIABLES = {
     "cluster_hca": "vllm_cluster_hca", "env": "vllm_env", "allow_dev_mode": "vllm_allow_dev_mode",
     "native_env": "vllm_native_env", "cluster_extra_env": "vllm_cluster_extra_env",
     "cluster_ray_health_check": "vllm_cluster_ray_health_check", "cluster_nodes": "vllm_cluster_link_ip",
-    "host": "inventory_hostname", "host_groups": "the vllm_single and vllm_cluster groups",
+    "host": "inventory_hostname", "host_groups": "the vllm_single and vllm_cluster groups", "gateway": "vllm_gateway",
 }
 # vLLM's development mode: registers /reset_prefix_cache, /sleep, /collective_rpc, ... outside the API key.
 DEV_MODE_ENV = "VLLM_SERVER_DEV_MODE"

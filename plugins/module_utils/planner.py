@@ -24,7 +24,9 @@ means "not set, use the catalog default"):
   extra environments: only their names are checked, the roles merge them),
   cluster_nodes (every node of the cluster group: ``{"host", "address",
   "machine"}``, for the link-address check), host and host_groups (this host's
-  inventory name and which of vllm_single / the cluster group list it).
+  inventory name and which of vllm_single / the cluster group list it),
+  gateway (vllm_gateway: the API gateway fronts the server, which then binds
+  loopback; the plan's ``bind_address`` says where it listens).
 
 Cluster nodes: the head (node_index 0) gets the full serve argv. Under the
 ``mp`` executor every worker runs ``vllm serve`` too, with ``--headless`` and
@@ -354,6 +356,25 @@ class _Planner(object):
         if self.runtime == "native" and not self.release.get("pip") and not self.profile.get("stand_in"):
             _refuse("runtime", "vLLM %s has no pip package in the catalog; set vllm_runtime=compose" % self.release_name,
                     "vllm_runtime", self.runtime)
+
+    def resolve_binding(self):
+        """Where the API listens on the host: every address (the catalog's defaults.host), or loopback only when the
+        gateway (roles/vllm_gateway) fronts it, so that no route outside /v1 and /health is reachable from elsewhere."""
+        public = str(self.catalog["defaults"]["host"])
+        self.gateway = bool(_as_bool(self.request, "gateway"))
+        self.bind_address = self.serve_host = public
+        if not self.gateway:
+            return
+        if self.cluster:
+            _refuse("gateway-cluster", "vllm_gateway=true is not available on a %d-node cluster yet: the head's API would "
+                    "have to bind its link address, which the gateway does not front; set vllm_gateway=false and limit "
+                    "the API port with vllm_firewall=true and firewall_api_allow" % self.node_count, "vllm_gateway", True)
+        loopback = str(self.catalog["defaults"]["gateway_host"])
+        self.bind_address = loopback
+        # A container listens on every address of its own network namespace; Docker publishes the port on loopback.
+        self.serve_host = public if self.runtime == "compose" else loopback
+        self.reason("API bound to %s: the gateway (vllm_gateway) forwards only /v1 and /health to it%s" % (
+            loopback, " (compose publishes the container's port there)" if self.runtime == "compose" else ""))
 
     # -- drafter -----------------------------------------------------------------------
 
@@ -779,7 +800,7 @@ class _Planner(object):
     def serve_argv(self):
         rules = self.rules
         argv = [self.model["checkpoint"], "--served-model-name", self.served_name,
-                "--host", str(self.catalog["defaults"]["host"]), "--port", str(self.port),
+                "--host", self.serve_host, "--port", str(self.port),
                 "--max-model-len", str(self.max_model_len)]
         if self.profile.get("fp8_kv_cache"):
             argv += ["--kv-cache-dtype", rules["kv_cache_dtype"]]
@@ -996,6 +1017,7 @@ class _Planner(object):
         self.resolve_nodes()
         self.resolve_release()
         self.resolve_runtime()
+        self.resolve_binding()
         self.resolve_drafter()
         self.resolve_settings()
         self.check_cluster_ports()
@@ -1058,6 +1080,8 @@ class _Planner(object):
             "release": self.release_name,
             "pip": self.release.get("pip"),
             "port": self.port,
+            "bind_address": self.bind_address,
+            "gateway": self.gateway,
             "served_name": self.served_name,
             "runtime": self.runtime,
             "settings": {

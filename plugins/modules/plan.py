@@ -184,6 +184,14 @@ options:
         answer without the API key; only a benchmark host that resets the prefix cache between sweep shapes needs it.
     type: bool
     default: false
+  gateway:
+    description:
+      - The API gateway (role C(sparkfleet.vllm.vllm_gateway)) fronts the server, so the plan binds the API to the
+        catalog's C(defaults.gateway_host) (127.0.0.1) and reports it as RV(plan.bind_address). Under compose vLLM keeps
+        C(--host 0.0.0.0) inside its container and the port is published on that address.
+      - Refused on a cluster (not available there yet).
+    type: bool
+    default: false
   catalog_path:
     description:
       - Catalog file to read instead of the collection's C(data/catalog.yml).
@@ -330,6 +338,14 @@ plan:
         profile: rtx_pro_6000
         differences:
           - {flag: --kv-cache-dtype, real: fp8, stand_in: absent, why: the CPU build keeps the KV cache in bfloat16}
+    bind_address:
+      description: Host address the API listens on, 127.0.0.1 when O(gateway=true), else 0.0.0.0.
+      type: str
+      sample: 0.0.0.0
+    gateway:
+      description: Whether the API gateway fronts the server (O(gateway)).
+      type: bool
+      sample: false
 summary:
   description: Readable summary, one line per item.
   returned: success

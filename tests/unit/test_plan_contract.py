@@ -70,3 +70,17 @@ def test_preflight_resolves_the_model_as_the_planner_does():
         assert proc.returncode == 0 and "msg: 31b" in proc.stdout, proc.stdout + proc.stderr
     unknown = lookup_model("gemma-5")
     assert unknown.returncode != 0 and "unknown model 'gemma-5'; set vllm_model to one of: 31b" in unknown.stdout + unknown.stderr
+
+
+def test_the_gateway_follows_the_plan():
+    """serve.yml puts the gateway in front when the plan says a gateway fronts the server (the planner then bound vLLM
+    to 127.0.0.1), and the gateway's upstream is the plan's bind_address and port, never a flag read from argv."""
+    import yaml  # noqa: PLC0415
+
+    tasks = yaml.safe_load((REPO / "playbooks/serve.yml").read_text())[0]["tasks"]
+    gateway = [t for t in tasks if (t.get("ansible.builtin.include_role") or {}).get("name") == "sparkfleet.vllm.vllm_gateway"]
+    assert len(gateway) == 1 and gateway[0]["when"] == "vllm_plan.gateway | default(false) | bool", gateway
+    assert tasks.index(gateway[0]) == len(tasks) - 1, "the gateway comes after the runtime it fronts"
+    defaults = yaml.safe_load((REPO / "roles/vllm_gateway/defaults/main.yml").read_text())
+    assert "vllm_plan.bind_address" in defaults["vllm_gateway_upstream_host"]
+    assert "vllm_plan.port" in defaults["vllm_gateway_upstream_port"]

@@ -976,3 +976,42 @@ def test_31b_on_the_spark_names_the_measured_mnbt_tradeoff(catalog):
     other = make(catalog, profile="dgx_spark", model="12b", max_num_batched_tokens=4096)
     assert [w for w in other["warnings"] if "p99 ITL measured 5-15x worse" in w]
     assert not [r for r in make(catalog, profile="dgx_spark", model="12b")["reasons"] if "trades tail latency" in r]
+
+
+# --- the API gateway (vllm_gateway): where the API binds ------------------------------------------------------------
+
+
+def test_without_the_gateway_the_api_binds_every_address(catalog):
+    plan = make(catalog, profile="cpu")
+    assert flag(plan["argv"], "--host") == "0.0.0.0" and plan["bind_address"] == "0.0.0.0" and plan["gateway"] is False
+
+
+@pytest.mark.parametrize("value", [True, "true", "yes", 1])
+def test_behind_the_gateway_the_native_api_binds_loopback(catalog, value):
+    plan = make(catalog, profile="cpu", gateway=value)
+    assert flag(plan["argv"], "--host") == "127.0.0.1" and plan["bind_address"] == "127.0.0.1" and plan["gateway"] is True
+    assert any(r.startswith("API bound to 127.0.0.1: the gateway") for r in plan["reasons"]), plan["reasons"]
+
+
+def test_behind_the_gateway_compose_publishes_on_loopback(catalog):
+    """Inside its container vLLM must listen on every address (Docker forwards to the container's own address);
+    the plan's bind_address is where vllm_compose publishes the port."""
+    plan = make(catalog, profile="rtx_pro_6000", runtime="compose", gateway=True)
+    assert flag(plan["argv"], "--host") == "0.0.0.0" and plan["bind_address"] == "127.0.0.1"
+
+
+@pytest.mark.parametrize("value", ["maybe", "2", "on-ish"])
+def test_a_gateway_value_that_is_not_a_bool_is_refused(catalog, value):
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, profile="cpu", gateway=value)
+    assert err.value.rule == "type" and err.value.variable == "vllm_gateway"
+    assert "vllm_gateway must be true or false, got %r; set vllm_gateway=true or vllm_gateway=false" % value in str(err.value)
+
+
+def test_the_gateway_on_a_cluster_is_refused(catalog):
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, **SPARK2, gateway=True)
+    text = str(err.value)
+    assert err.value.rule == "gateway-cluster" and err.value.variable == "vllm_gateway" and err.value.value is True
+    assert "vllm_gateway=true is not available on a 2-node cluster yet" in text and "set vllm_gateway=false" in text
+    assert make(catalog, **SPARK2, gateway=False)["bind_address"] == "0.0.0.0"

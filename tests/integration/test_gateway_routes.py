@@ -1,0 +1,255 @@
+"""The route probe: which of the routes a running vLLM mounts answer without the API key, directly and through the
+gateway (roles/vllm_gateway).
+
+vLLM's key guards only `/v1`-style paths: `/invocations` runs chat and completions without it (vLLM issue #58144),
+and `/metrics`, `/tokenize`, `/version`, ... answer anyone (docs/security.md, "The API gateway"). The probe reads
+the routes from the server's own `/openapi.json` (every path and method it documents; FastAPI leaves mounted
+sub-applications such as Prometheus' `/metrics` out of the schema, so the mounts vLLM is known to add are probed on
+top and named as such), sends each one a request without the key, and asserts:
+
+  * directly on vLLM's port, `/invocations` answers a chat request with 200 and a completion: the defect, so the
+    probe can fail, and every `/v1/` route refuses with 401;
+  * through the gateway no route answers without the key except `/health`, every `/v1/` route answers 401 and
+    every other route 404; with the key, chat and streamed chat answer through it.
+
+The deploy is the operator's path, split in two by tags: `playbooks/serve.yml` with `vllm_gateway: true` in the
+plan's request on this machine deploys the native server (bound to 127.0.0.1 by the plan, the gateway's tags
+skipped), and the same `serve.yml` with only the gateway's tags puts the gateway in front of it on a systemd
+container that shares this machine's network namespace (`--network host`), so nginx reaches vLLM on 127.0.0.1 as
+it does on one host.
+
+Stand-ins, named as such: vLLM's CPU build serving the tiny random Llama (`tiny`) for Gemma 4 on a GPU; the Debian
+bookworm systemd test image (tests/harness/docker-up.sh) for the serving host's operating system, where Debian's
+real nginx is installed from the mirror. The container's sshd is masked before it boots (on the host's network it
+would listen on the host's port 22), and a policy-rc.d keeps nginx's package from starting it before the role has
+rendered its configuration.
+"""
+import http.client
+import json
+import os
+import pathlib
+import re
+import subprocess
+import tempfile
+import time
+import urllib.parse
+
+import pytest
+
+from conftest import REPO, TEST_SECRET_ENV, TEST_SECRETS, ansible_env, ansible_playbook, native_vars, require, stand_in_plan, tool, wait_for_health
+
+VLLM_PORT = 19601
+GATEWAY_PORT = 19602
+SERVICE = "vllm-serve-gateway-test"
+CONTAINER = os.environ.get("SPARKFLEET_GATEWAY_CONTAINER", "sparkfleet-gateway-routes")
+IMAGE = os.environ.get("SPARKFLEET_IMAGE", "sparkfleet/debian-systemd:bookworm")
+API_KEY = "sk-gateway-probe-%d" % os.getpid()
+STATE = REPO / "tests" / "output" / "gateway"
+GATEWAY_TAGS = "vllm_gateway_preflight,vllm_gateway_install,vllm_gateway_configure,vllm_gateway_run"
+# Mounted sub-applications and FastAPI's own pages: served, but outside the schema /openapi.json describes.
+OUTSIDE_THE_SCHEMA = [("GET", "/metrics"), ("GET", "/openapi.json"), ("GET", "/docs"), ("GET", "/redoc")]
+# One body for every POST: a chat request (what /invocations runs), with what /tokenize and /detokenize read too.
+PROBE_BODY = {"model": "tiny", "messages": [{"role": "user", "content": "Say hi"}], "prompt": "Say hi",
+              "tokens": [1, 2], "max_tokens": 2}
+
+
+def request(base, method, path, key=None, body=None, timeout=120):
+    """(status, body text) of one request; `base` is http://host:port."""
+    url = urllib.parse.urlsplit(base)
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = "Bearer " + key
+    data = json.dumps(body).encode() if body is not None else None
+    try:
+        connection.request(method, path, body=data, headers=headers)
+        response = connection.getresponse()
+        return response.status, response.read().decode(errors="replace")
+    finally:
+        connection.close()
+
+
+def mounted_routes(base):
+    """Every (method, path) the running server documents in its /openapi.json, plus what it serves outside it."""
+    status, text = request(base, "GET", "/openapi.json")
+    assert status == 200, "GET /openapi.json on vLLM answered %d: %s" % (status, text[:500])
+    routes = [(method.upper(), path) for path, item in json.loads(text)["paths"].items() for method in item
+              if method.upper() in ("GET", "POST", "PUT", "PATCH", "DELETE")]
+    return sorted(set(routes + OUTSIDE_THE_SCHEMA), key=lambda r: (r[1], r[0]))
+
+
+def probe(base, routes):
+    """Each route requested without the key: {(method, path): status}."""
+    found = {}
+    for method, path in routes:
+        concrete = re.sub(r"\{[^}]+\}", "probe", path)
+        body = PROBE_BODY if method in ("POST", "PUT", "PATCH") else None
+        found[(method, path)] = request(base, method, concrete, body=body)[0]
+    return found
+
+
+def listening_addresses(port):
+    """Local addresses with a TCP socket listening on `port` (from /proc/net/tcp and tcp6)."""
+    found = []
+    for name in ("tcp", "tcp6"):
+        table = pathlib.Path("/proc/net", name)
+        if not table.exists():
+            continue
+        for line in table.read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, hexport = local.split(":")
+            if state == "0A" and int(hexport, 16) == port:
+                found.append(address)
+    return found
+
+
+def docker(*args, check=True, timeout=300):
+    proc = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=False)
+    if check and proc.returncode != 0:
+        pytest.fail("docker %s: %s" % (" ".join(args), proc.stderr.strip()[-2000:]), pytrace=False)
+    return proc
+
+
+def start_gateway_host():
+    """The systemd container on this machine's network, ready for Ansible (root over docker exec) and apt."""
+    docker("rm", "-f", CONTAINER, check=False)
+    flags = ["--cgroupns=host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--tmpfs", "/run", "--tmpfs", "/run/lock"]
+    docker("create", "--name", CONTAINER, "--network", "host", *flags, IMAGE, "/lib/systemd/systemd")
+    with tempfile.TemporaryDirectory() as scratch:
+        masked = pathlib.Path(scratch, "masked")
+        masked.symlink_to("/dev/null")
+        for unit in ("ssh.service", "ssh.socket", "sshd.service"):
+            docker("cp", str(masked), "%s:/etc/systemd/system/%s" % (CONTAINER, unit))
+        policy = pathlib.Path(scratch, "policy-rc.d")
+        policy.write_text("#!/bin/sh\n# Packages must not start services here: the role starts nginx once configured.\nexit 101\n")
+        policy.chmod(0o755)
+        docker("cp", str(policy), "%s:/usr/sbin/policy-rc.d" % CONTAINER)
+        # apt reaches the Debian mirror the way this machine does (its CA bundle, any apt proxy settings).
+        docker("cp", "/etc/ssl/certs/ca-certificates.crt", "%s:/etc/ssl/certs/ca-certificates.crt" % CONTAINER)
+        for conf in pathlib.Path("/etc/apt/apt.conf.d").glob("*"):
+            if re.search(r"(?i)Acquire::(https?|ftp)::Proxy", conf.read_text(errors="replace")):
+                docker("cp", str(conf), "%s:/etc/apt/apt.conf.d/%s" % (CONTAINER, conf.name))
+    docker("start", CONTAINER)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        state = docker("exec", CONTAINER, "systemctl", "is-system-running", check=False).stdout.strip()
+        if state in ("running", "degraded"):
+            break
+        time.sleep(1)
+    docker("exec", CONTAINER, "apt-get", "update", "-q", timeout=600)
+
+
+@pytest.fixture(scope="module")
+def gateway_deploy(vllm_cpu_venv):
+    """vLLM with a key behind the gateway, deployed by serve.yml in two parts; torn down after the module."""
+    require(tool("docker") and docker("image", "inspect", IMAGE, check=False).returncode == 0,
+            "Docker and the local systemd image %s (tests/harness/docker-up.sh)" % IMAGE)
+    STATE.mkdir(parents=True, exist_ok=True)
+    plan = stand_in_plan(port=VLLM_PORT, gateway=True)
+    plan["secret_env"] = list(TEST_SECRET_ENV) + ["VLLM_API_KEY"]
+    secrets = dict(TEST_SECRETS, vllm_api_key=API_KEY)
+    extra = native_vars(plan, vllm_native_service_name=SERVICE)
+    timings = {}
+    started = time.monotonic()
+    serve = ansible_playbook("playbooks/serve.yml", extra, secrets=secrets, check=False,
+                             args=["--skip-tags", GATEWAY_TAGS])
+    timings["serve.yml (vLLM, here)"] = round(time.monotonic() - started, 1)
+    inventory = STATE / "hosts.yml"
+    try:
+        assert serve.returncode == 0, serve.stdout[-4000:] + serve.stderr[-2000:]
+        wait_for_health("http://127.0.0.1:%d" % VLLM_PORT, "/run/%s.pid" % SERVICE,
+                        "/var/log/sparkfleet/%s.log" % SERVICE, 900)
+        timings["vLLM healthy"] = round(time.monotonic() - started, 1)
+        started = time.monotonic()
+        start_gateway_host()
+        timings["gateway host up"] = round(time.monotonic() - started, 1)
+        inventory.write_text(json.dumps({"all": {"children": {"vllm_single": {"hosts": {CONTAINER: {
+            "ansible_connection": "community.docker.docker", "ansible_user": "root",
+            "ansible_python_interpreter": "/usr/bin/python3"}}}}}}))
+        gateway_vars = {"vllm_plan": plan, "vllm_gateway_port": GATEWAY_PORT}
+        runs = []
+        for attempt in ("first", "second"):
+            started = time.monotonic()
+            proc = subprocess.run(
+                [tool("ansible-playbook"), "-i", str(inventory), str(REPO / "playbooks/serve.yml"), "--tags", GATEWAY_TAGS,
+                 "-e", json.dumps(gateway_vars)], capture_output=True, text=True, env=ansible_env(), timeout=900,
+                check=False)
+            timings["serve.yml (gateway tags, %s run)" % attempt] = round(time.monotonic() - started, 1)
+            assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+            runs.append(proc.stdout)
+        yield {"plan": plan, "direct": "http://127.0.0.1:%d" % VLLM_PORT, "gateway": "http://127.0.0.1:%d" % GATEWAY_PORT,
+               "serve": serve, "gateway_runs": runs, "timings": timings}
+    finally:
+        (STATE / "timings.json").write_text(json.dumps(timings, indent=2))
+        stopped = ansible_playbook("playbooks/stop.yml", extra, secrets=secrets, check=False)
+        docker("rm", "-f", CONTAINER, check=False)
+        if inventory.exists():
+            inventory.unlink()
+        assert stopped.returncode == 0, stopped.stdout[-4000:]
+
+
+@pytest.fixture(scope="module")
+def route_probe(gateway_deploy):
+    routes = mounted_routes(gateway_deploy["direct"])
+    direct = probe(gateway_deploy["direct"], routes)
+    through = probe(gateway_deploy["gateway"], routes)
+    report = {
+        "routes": len(routes),
+        "answered_without_key_directly": sorted("%s %s" % r for r, s in direct.items() if 200 <= s < 300),
+        "reached_without_key_directly": sorted("%s %s" % r for r, s in direct.items() if s not in (401, 404, 405)),
+        "answered_without_key_through_gateway": sorted("%s %s" % r for r, s in through.items() if 200 <= s < 300),
+        "direct": {"%s %s" % r: s for r, s in direct.items()},
+        "through_gateway": {"%s %s" % r: s for r, s in through.items()},
+    }
+    (STATE / "route-probe.json").write_text(json.dumps(report, indent=2))
+    print("route probe: %d routes; answered without the key: %d directly, %d through the gateway (%s)" % (
+        report["routes"], len(report["answered_without_key_directly"]),
+        len(report["answered_without_key_through_gateway"]), STATE / "route-probe.json"))
+    return routes, direct, through
+
+
+def test_the_plan_binds_vllm_to_loopback(gateway_deploy):
+    assert gateway_deploy["plan"]["bind_address"] == "127.0.0.1"
+    assert listening_addresses(VLLM_PORT) == ["0100007F"], "vLLM on %d listens on %s; expected 127.0.0.1 only" % (
+        VLLM_PORT, listening_addresses(VLLM_PORT))
+
+
+def test_the_gateway_is_idempotent(gateway_deploy):
+    recaps = [re.findall(r"^\S+\s*:\s*ok=\d+\s+changed=(\d+)", out, re.M) for out in gateway_deploy["gateway_runs"]]
+    assert int(recaps[0][-1]) > 0 and int(recaps[1][-1]) == 0, "changed= first run %s, second run %s" % (
+        recaps[0], recaps[1])
+
+
+def test_the_probe_sees_the_defect_directly(route_probe, gateway_deploy):
+    """Directly on vLLM's port /invocations runs the model without the key: the probe can fail."""
+    routes, direct = route_probe[0], route_probe[1]
+    assert ("POST", "/invocations") in routes, "vLLM no longer mounts /invocations: %s" % routes
+    status, text = request(gateway_deploy["direct"], "POST", "/invocations", body=PROBE_BODY)
+    assert status == 200 and json.loads(text)["choices"], (status, text[:500])
+    assert direct[("POST", "/invocations")] == 200
+    v1 = {r: s for r, s in direct.items() if r[1].startswith("/v1/")}
+    assert v1 and set(v1.values()) == {401}, "a /v1/ route without the key: %s" % v1
+
+
+def test_through_the_gateway_nothing_answers_without_the_key(route_probe):
+    through = route_probe[2]
+    answered = {r: s for r, s in through.items() if 200 <= s < 300}
+    assert set(answered) <= {("GET", "/health")}, "answered without the key through the gateway: %s" % answered
+    v1 = {r: s for r, s in through.items() if r[1].startswith("/v1/")}
+    assert v1 and set(v1.values()) == {401}, v1
+    others = {r: s for r, s in through.items() if not r[1].startswith("/v1/") and r[1] != "/health"}
+    assert others and set(others.values()) == {404}, others
+    assert through[("GET", "/health")] == 200
+
+
+def test_through_the_gateway_the_key_opens_the_api(gateway_deploy):
+    gateway = gateway_deploy["gateway"]
+    status, text = request(gateway, "GET", "/v1/models", key=API_KEY)
+    assert status == 200 and json.loads(text)["data"][0]["id"] == "tiny", (status, text[:300])
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "Say hi"}], "max_tokens": 8}
+    status, text = request(gateway, "POST", "/v1/chat/completions", key=API_KEY, body=body)
+    assert status == 200 and json.loads(text)["choices"], (status, text[:300])
+    status, text = request(gateway, "POST", "/v1/chat/completions", key=API_KEY, body=dict(body, stream=True))
+    events = [line[6:] for line in text.splitlines() if line.startswith("data: ")]
+    assert status == 200 and len(events) >= 2 and events[-1] == "[DONE]", (status, text[:500])
+    assert request(gateway, "GET", "/v1/models", key="sk-wrong-key-0000")[0] == 401
