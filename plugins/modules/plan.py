@@ -346,6 +346,14 @@ plan:
       description: Whether the API gateway fronts the server (O(gateway)).
       type: bool
       sample: false
+    drafter_model:
+      description:
+        - The drafter's checkpoint that the weights role places beside the model and the cluster copies to every
+          worker (C(checkpoint), C(source), C(gated), C(revision), C(size_gib) where the catalog measured it); null
+          when the plan runs no drafter.
+      type: dict
+      sample: {short: mtp, checkpoint: google/gemma-4-31B-it-assistant, source: huggingface, gated: false,
+               revision: main, size_gib: 0.88}
 summary:
   description: Readable summary, one line per item.
   returned: success
