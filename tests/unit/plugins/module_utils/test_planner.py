@@ -178,6 +178,17 @@ def test_v2_model_runner_only_where_the_release_needs_it(catalog, release, neede
     assert "VLLM_USE_V2_MODEL_RUNNER" not in plain["env"]
 
 
+@pytest.mark.parametrize("release,warned", [("v0.26.0", True), ("v0.27.0", True), ("v0.28.0", True), ("v0.29.0", False),
+                                            ("v0.30.0", False)])
+def test_thinking_budget_is_not_honoured_under_the_v2_runner_before_v0_29(catalog, release, warned):
+    """The notes: the V2 runner's earlier gap, no support for the thinking_token_budget request parameter, is
+    closed on v0.29.0, where the budget is honoured. Before it, MTP runs only under the V2 runner."""
+    plan = make(catalog, profile="rtx_pro_6000", model="26b-a4b", drafter="mtp", release=release)
+    assert any("thinking_token_budget" in w for w in plan["warnings"]) is warned, plan["warnings"]
+    plain = make(catalog, profile="rtx_pro_6000", model="26b-a4b", drafter="dflash", release=release)
+    assert not any("thinking_token_budget" in w for w in plain["warnings"])
+
+
 # --- golden: clusters -----------------------------------------------------------
 
 CLUSTER = []
