@@ -132,6 +132,17 @@ def test_tool_call():
     assert "get_weather" in result["details"][0]["request"]
 
 
+def test_no_tool_call_is_a_miss_a_model_can_declare():
+    """A random-weight stand-in answers without calling the tool (the GPU run's tiny Gemma 4, tests/fixtures/h200)."""
+    no_call = exchanges("tools", [answer("random words")])
+    result = smoke.grade("tools", no_call)
+    assert result["status"] == "failed" and result["miss"] == ["no_tool_call"]
+    assert smoke.grade("tools", no_call, {"tools": ["no_tool_call"]})["status"] == "expected_miss"
+    # an HTTP failure is no such miss, declared or not
+    refused = exchanges("tools", [oc.Response(status=400, text='{"error": "no"}')])
+    assert smoke.grade("tools", refused, {"tools": ["no_tool_call"]})["status"] == "failed"
+
+
 def test_unreachable_server_fails_with_reason():
     result = smoke.grade("chat", exchanges("chat", [oc.Response(error="Connection refused", refused=True)]))
     assert result["status"] == "failed" and "no HTTP response" in result["reason"]
