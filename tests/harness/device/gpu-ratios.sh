@@ -9,7 +9,11 @@
 #   TAG=b bash tests/harness/device/gpu-ratios.sh             # ...which, within the warm window, finds it healthy
 #                                                             # and only runs more rounds (ratio-rounds-b.*)
 #
-# The server is the one gpu-run.sh measures (same random 4-layer Llama, --gpu-memory-utilization 0.5), with
+#   MODEL=tiny_gemma4_h200 bash tests/harness/device/gpu-ratios.sh   # the test catalog's tiny Gemma 4 MoE
+#
+# The server is the one gpu-run.sh measures (same random 4-layer Llama, --gpu-memory-utilization 0.5) or, with
+# MODEL=tiny_gemma4_h200, the Gemma 4 stand-in (h200_catalog.GEMMA4_SPEC, served as gemma-4-tiny) with the rest of
+# the argv the planner gave it in pass 3 (tests/fixtures/h200/gemma4-run/plan-h200.json); both with
 # VLLM_USE_FLASHINFER_SAMPLER=0: flashinfer's sampler compiles with ninja for ~120 s on a fresh machine, time
 # the rounds need more; both sides of every pair share the server, so the sampler does not bias a ratio.
 set -u
@@ -45,18 +49,31 @@ print("vllm", vllm.__version__, "torch", torch.__version__, torch.cuda.get_devic
   || { log "import failed: $(tail -3 "$R/logs/import.log")"; finish 1; }
 tail -1 "$R/logs/import.log" | tee -a "$R/summary.txt"
 
-SPEC='{"layers": 4, "hidden": 1024, "heads": 8, "kv_heads": 8, "intermediate": 2816, "vocab": 512, "max_position": 4096, "seed": 0}'
-REPO_ID=sparkfleet/tiny-random-llama-h200
+case ${MODEL:-} in
+  tiny_gemma4_h200)
+    SPEC=$(python3 -c 'import json, sys; sys.path.insert(0, "tests/harness/device"); import h200_catalog; print(json.dumps(h200_catalog.GEMMA4_SPEC))')
+    REPO_ID=sparkfleet/tiny-random-gemma4-moe-h200
+    SERVED=gemma-4-tiny
+    SERVER_ARGS=(--max-num-batched-tokens 8192 --max-num-seqs 64 --reasoning-parser gemma4 --tool-call-parser gemma4
+                 --enable-auto-tool-choice) ;;
+  "")
+    SPEC='{"layers": 4, "hidden": 1024, "heads": 8, "kv_heads": 8, "intermediate": 2816, "vocab": 512, "max_position": 4096, "seed": 0}'
+    REPO_ID=sparkfleet/tiny-random-llama-h200
+    SERVED=tiny
+    SERVER_ARGS=() ;;
+  *) log "unknown MODEL $MODEL (tiny_gemma4_h200, or unset for the Llama)"; finish 1 ;;
+esac
+log "model ${MODEL:-llama}: $REPO_ID served as $SERVED, spec $SPEC"
 out=$(python3 roles/weights/files/generate_tiny_model.py --hf-home "$HF_HOME" --repo-id "$REPO_ID" \
   --revision 0123456789abcdef0123456789abcdef01234567 --spec "$SPEC" 2> "$R/logs/generate.err")
 SNAP=$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["snapshot"])') || { log "generator failed"; finish 1; }
-echo "$SNAP" > "$R/snapshot"
+echo "$SNAP" > "$R/snapshot"; echo "$SERVED" > "$R/served"
 log "model generated"
 
 S_START=$(now)
 VLLM_SERVER_DEV_MODE=1 VLLM_USE_FLASHINFER_SAMPLER=0 setsid python3 -m vllm.entrypoints.openai.api_server \
-  --served-model-name tiny --max-model-len 4096 --model "$REPO_ID" --port 8000 --gpu-memory-utilization 0.5 \
-  > "$R/logs/server.log" 2>&1 &
+  --served-model-name "$SERVED" --max-model-len 4096 --model "$REPO_ID" --port 8000 --gpu-memory-utilization 0.5 \
+  "${SERVER_ARGS[@]}" > "$R/logs/server.log" 2>&1 &
 SERVER=$!
 echo "$SERVER" > "$R/server.pid"   # setsid: its process group, ended by id after the rounds
 healthy=""
@@ -69,7 +86,7 @@ done
 log "healthy after $healthy s"
 fi
 
-python3 tests/harness/device/gpu_ratios.py --url http://127.0.0.1:8000 --model tiny --tokenizer "$SNAP" \
+python3 tests/harness/device/gpu_ratios.py --url http://127.0.0.1:8000 --model "$(cat "$R/served")" --tokenizer "$SNAP" \
   --rounds "${ROUNDS:-8}" --tokens "${TOKENS:-256}" --prompt-tokens 64 --deadline $((DEADLINE - 8)) --only "${ONLY:-}" \
   --out "$R/ratio-rounds$TAG.jsonl" --workdir "$R/vb" > "$R/logs/ratios$TAG.log" 2>&1
 log "ratios rc=$?"

@@ -6,6 +6,11 @@
 # check passes at --gpu-memory-utilization 0.015; --max-num-seqs = --max-num-batched-tokens = SEQS makes the
 # profile run's dummy sampler batch (SEQS x vocabulary logits, float32 copies) outgrow what is free while the
 # dummy forward pass still fits. Up to ATTEMPTS starts, LEAVE_GIB moved by what each one reached.
+# VOCAB (pass 4, default 262144, Gemma 4's own vocabulary size; VOCAB= for pass 3's run): a copy of the stand-in
+# with that vocabulary and fresh random weights (the generator's tokenizer stays; its ids all fit), so the
+# sampler's SEQS x VOCAB float32 copies outgrow the dummy forward pass by far: pass 3's vocabulary of about a
+# thousand let the forward pass run out first. --enforce-eager (EAGER=1, the default with VOCAB) skips
+# torch.compile, so an attempt reaches the profile run in well under a minute.
 #
 #   bash tests/harness/device/gpu-sampler-oom.sh          # -> $OUT/sampler-oom.tgz, $OUT/sampler-oom.txt
 set -u
@@ -30,8 +35,30 @@ python3 roles/weights/files/generate_tiny_model.py --hf-home "$HF_HOME" --repo-i
   --revision 0123456789abcdef0123456789abcdef01234567 --spec "$SPEC" > "$R/generate.json" 2> "$R/logs/generate.err" \
   || { log "generator failed: $(tail -3 "$R/logs/generate.err")"; finish 1; }
 log "model generated (spec $SPEC)"
-SEQS=${SEQS:-262144}
-leave=${LEAVE_GIB:-2.9}
+VOCAB=${VOCAB-262144}
+SERVE=$MODEL_ID
+EXTRA=()
+if [ -n "$VOCAB" ]; then
+  SNAP=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["snapshot"])' "$R/generate.json")
+  python3 -c 'import pathlib, shutil, sys, torch
+from transformers import Gemma4ForCausalLM, Gemma4TextConfig
+snap, out, vocab = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), int(sys.argv[3])
+config = Gemma4TextConfig.from_pretrained(snap)
+config.vocab_size = config.vocab_size_per_layer_input = vocab
+torch.manual_seed(0)
+model = Gemma4ForCausalLM(config).to(torch.bfloat16)
+model.save_pretrained(out)
+for f in snap.iterdir():
+    if f.name.startswith(("tokenizer", "special_tokens", "chat_template", "generation_config")):
+        shutil.copy(f, out / f.name)
+print("vocab", model.config.vocab_size, "parameters", sum(p.numel() for p in model.parameters()))' \
+    "$SNAP" "$R/wide" "$VOCAB" > "$R/logs/wide.log" 2>&1 || { log "wide copy failed: $(tail -3 "$R/logs/wide.log")"; finish 1; }
+  log "wide copy: $(tail -1 "$R/logs/wide.log")"
+  SERVE=$R/wide
+fi
+[ "${EAGER:-${VOCAB:+1}}" = 1 ] && EXTRA+=(--enforce-eager)
+SEQS=${SEQS:-$([ -n "$VOCAB" ] && echo 2048 || echo 262144)}
+leave=${LEAVE_GIB:-$([ -n "$VOCAB" ] && echo 6 || echo 2.9)}
 for n in $(seq "${ATTEMPTS:-4}"); do
   rm -f /tmp/held
   python3 -c 'import sys, time, torch
@@ -43,19 +70,21 @@ open("/tmp/held", "w").write("%d %d %d" % (free, total, x.numel())); time.sleep(
   nvidia-smi > "$R/logs/nvidia-smi-$n.txt" 2>&1
   L=$R/logs/fail-sampler-oom-$n.log
   s=$(now)
-  VLLM_USE_FLASHINFER_SAMPLER=0 timeout 150 python3 -m vllm.entrypoints.openai.api_server --model "$MODEL_ID" \
+  VLLM_USE_FLASHINFER_SAMPLER=0 timeout 150 python3 -m vllm.entrypoints.openai.api_server --model "$SERVE" \
     --served-model-name tiny --port 8005 --max-model-len 256 --gpu-memory-utilization 0.015 \
-    --max-num-seqs "$SEQS" --max-num-batched-tokens "$SEQS" > "$L" 2>&1; rc=$?
+    --max-num-seqs "$SEQS" --max-num-batched-tokens "$SEQS" "${EXTRA[@]}" > "$L" 2>&1; rc=$?
   kill "$HOLDER" 2>/dev/null; wait "$HOLDER" 2>/dev/null
   echo "attempt $n: rc=$rc exited after $(since "$s") s; left ${leave} GiB free (holder: $(cat /tmp/held 2>/dev/null));" \
-    "--gpu-memory-utilization 0.015 --max-num-seqs $SEQS --max-num-batched-tokens $SEQS --max-model-len 256," \
-    "VLLM_USE_FLASHINFER_SAMPLER=0" | tee -a "$R/summary.txt"
+    "--gpu-memory-utilization 0.015 --max-num-seqs $SEQS --max-num-batched-tokens $SEQS --max-model-len 256" \
+    "${EXTRA[*]}, vocabulary ${VOCAB:-as generated}, VLLM_USE_FLASHINFER_SAMPLER=0" | tee -a "$R/summary.txt"
   grep -E "Error|error:" "$L" | grep -v "^ *raise\|Traceback" | tail -2 | cut -c1-300 | sed 's/^/    /' | tee -a "$R/summary.txt"
   for _i in $(seq 30); do [ "$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)" -lt 1000 ] && break; sleep 1; done
   if grep -q "warming up sampler" "$L"; then log "sampler warm-up OOM captured in attempt $n"; break; fi
-  if grep -q "on startup is less than desired" "$L"; then leave=$(awk -v l="$leave" 'BEGIN { print l + 1.0 }')
-  elif grep -q "OutOfMemoryError" "$L"; then leave=$(awk -v l="$leave" 'BEGIN { print l + 0.8 }')
-  else leave=$(awk -v l="$leave" 'BEGIN { print l - 0.6 }'); fi
+  # Steps: pass 3's (vocabulary about a thousand) or, with VOCAB, the sampler's window of several GiB.
+  if [ -n "$VOCAB" ]; then up=2; oom=3; down=2; else up=1.0; oom=0.8; down=0.6; fi
+  if grep -q "on startup is less than desired" "$L"; then leave=$(awk -v l="$leave" -v d=$up 'BEGIN { print l + d }')
+  elif grep -q "OutOfMemoryError" "$L"; then leave=$(awk -v l="$leave" -v d=$oom 'BEGIN { print l + d }')
+  else leave=$(awk -v l="$leave" -v d=$down 'BEGIN { print (l - d > 1 ? l - d : 1) }'); fi
   [ $(( $(date +%s) - T0 )) -lt "${BUDGET_S:-420}" ] || break
 done
 log "done"
