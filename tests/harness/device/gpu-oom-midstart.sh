@@ -12,6 +12,8 @@ set -u
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 R=/tmp/gpu-oom-midstart
 rm -rf "$R"; mkdir -p "$R"
+# shellcheck source=tests/harness/device/lib.sh
+. "$PWD/tests/harness/device/lib.sh"
 export PYTHONPATH=${SPARKFLEET_DEVICE_SITE:-/tmp/site}
 MODEL_ID=${MODEL_ID:?the generated checkpoint id}
 TRIGGER=${TRIGGER:-Capturing CUDA graphs}
@@ -53,7 +55,7 @@ kill "$HOLDER" 2>/dev/null; wait "$HOLDER" 2>/dev/null
   echo "fail-oom-midstart: rc=$rc exited after $(awk -v a="$s" -v b="$e" 'BEGIN { printf "%.1f", b - a }') s;" \
     "model $MODEL_ID, --gpu-memory-utilization 0.5 --max-model-len 4096, VLLM_USE_FLASHINFER_SAMPLER=0;" \
     "holder on '$TRIGGER': $(cat "$R/holder.txt" 2>/dev/null || echo 'never triggered')"
-  grep -E "Error|error:" "$LOG" | grep -v "^ *raise\|Traceback" | tail -3 | cut -c1-400 | sed 's/^/    /'
+  error_lines "$LOG" 3
   grep -n "File \"" "$LOG" | grep EngineCore | tail -4 | cut -c1-200 | sed 's/^/    /'
 } | tee "$R/oom-midstart.txt"
 cp "$R/oom-midstart.txt" "$OUT/"

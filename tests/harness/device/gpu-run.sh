@@ -37,21 +37,17 @@ finish() {
 unpack_kit /tmp/site
 export PYTHONPATH=/tmp/site:$REPO/.collections
 # The server's own import chain first: a kit that does not fit the image fails here in seconds.
-python3 -c 'import vllm.entrypoints.openai.api_server, vllm.benchmarks.serve, torch, vllm
-print("vllm", vllm.__version__, "torch", torch.__version__, torch.cuda.get_device_name(0))' > "$R/logs/import.log" 2>&1 \
-  || { log "import failed: $(tail -3 "$R/logs/import.log")"; finish 1; }
+check_imports
 tail -1 "$R/logs/import.log" | tee -a "$R/summary.txt"
 python3 --version >> "$R/summary.txt"; nvidia-smi > "$R/logs/nvidia-smi-start.txt" 2>&1
 
 # 2. the model
-SPEC='{"layers": 4, "hidden": 1024, "heads": 8, "kv_heads": 8, "intermediate": 2816, "vocab": 512, "max_position": 4096, "seed": 0}'
 export HF_HOME=/tmp/hf HF_HUB_OFFLINE=1
-REPO_ID=sparkfleet/tiny-random-llama-h200
+REPO_ID=$LLAMA_ID
 s=$(now)
-out=$(python3 roles/weights/files/generate_tiny_model.py --hf-home "$HF_HOME" --repo-id "$REPO_ID" \
-  --revision 0123456789abcdef0123456789abcdef01234567 --spec "$SPEC" 2> "$R/logs/generate.err")
-SNAP=$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["snapshot"])') || { log "generator failed"; cat "$R/logs/generate.err"; finish 1; }
-log "model generated in $(since "$s") s (spec $SPEC)"
+SNAP=$(generate "$REPO_ID" "$LLAMA_SPEC")
+[ -d "$SNAP" ] || { log "generator failed"; cat "$R/logs/generate.err"; finish 1; }
+log "model generated in $(since "$s") s (spec $LLAMA_SPEC)"
 
 # curl where the image has it, else the standard library
 if command -v curl > /dev/null; then
@@ -69,7 +65,7 @@ failure() {  # name, then serve arguments; records how long the process took to 
   s=$(now)
   timeout "${FAIL_TIMEOUT:-150}" bash -c "$(declare -f serve); serve $*" > "$R/logs/$name.log" 2>&1; rc=$?
   echo "$name: rc=$rc exited after $(since "$s") s; argv: $*" >> "$R/failures.txt"
-  grep -E "Error|error:" "$R/logs/$name.log" | grep -v "^ *raise\|Traceback" | tail -2 | cut -c1-400 | sed 's/^/    /' >> "$R/failures.txt"
+  error_lines "$R/logs/$name.log" 2 >> "$R/failures.txt"
 }
 
 # 3. healthy server + the two early failures
@@ -110,7 +106,7 @@ log "bench rc=$? in $(since "$s") s"
 cat "$R/bench-rounds-summary.txt" >> "$R/summary.txt" 2>/dev/null
 tail -3 "$R/logs/bench.log" >> "$R/summary.txt"
 kill -- -"$SERVER" 2>/dev/null; sleep 5; kill -9 -- -"$SERVER" 2>/dev/null
-for _i in $(seq 30); do [ "$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)" -lt 1000 ] && break; sleep 1; done
+drain_gpu
 
 # 6. free-memory failure: another process holds 120 GiB of the card (SKIP_FREE_MEMORY=1: not this time)
 if [ -z "${SKIP_FREE_MEMORY:-}" ] && [ $(( DEADLINE - $(date +%s) )) -gt 45 ]; then

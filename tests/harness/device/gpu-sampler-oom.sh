@@ -29,17 +29,14 @@ finish() {
 }
 [ -d /tmp/site/vllm ] || unpack_kit /tmp/site
 export PYTHONPATH=/tmp/site HF_HOME=$R/hf
-MODEL_ID=sparkfleet/tiny-random-gemma4-moe-h200
-SPEC=$(python3 -c 'import json, sys; sys.path.insert(0, "tests/harness/device"); import h200_catalog; print(json.dumps(h200_catalog.GEMMA4_SPEC))')
-python3 roles/weights/files/generate_tiny_model.py --hf-home "$HF_HOME" --repo-id "$MODEL_ID" \
-  --revision 0123456789abcdef0123456789abcdef01234567 --spec "$SPEC" > "$R/generate.json" 2> "$R/logs/generate.err" \
-  || { log "generator failed: $(tail -3 "$R/logs/generate.err")"; finish 1; }
+SPEC=$(gemma4_spec)
+SNAP=$(generate "$GEMMA4_ID" "$SPEC")
+[ -d "$SNAP" ] || { log "generator failed: $(tail -3 "$R/logs/generate.err")"; finish 1; }
 log "model generated (spec $SPEC)"
 VOCAB=${VOCAB-262144}
-SERVE=$MODEL_ID
+SERVE=$GEMMA4_ID
 EXTRA=()
 if [ -n "$VOCAB" ]; then
-  SNAP=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["snapshot"])' "$R/generate.json")
   python3 -c 'import pathlib, shutil, sys, torch
 from transformers import Gemma4ForCausalLM, Gemma4TextConfig
 snap, out, vocab = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), int(sys.argv[3])
@@ -60,25 +57,20 @@ fi
 SEQS=${SEQS:-$([ -n "$VOCAB" ] && echo 2048 || echo 262144)}
 leave=${LEAVE_GIB:-$([ -n "$VOCAB" ] && echo 6 || echo 2.9)}
 for n in $(seq "${ATTEMPTS:-4}"); do
-  rm -f /tmp/held
-  python3 -c 'import sys, time, torch
-free, total = torch.cuda.mem_get_info()
-x = torch.empty(int(free - float(sys.argv[1]) * (1 << 30)), dtype=torch.uint8, device="cuda")
-open("/tmp/held", "w").write("%d %d %d" % (free, total, x.numel())); time.sleep(300)' "$leave" &
-  HOLDER=$!
-  for _i in $(seq 120); do [ -f /tmp/held ] && break; sleep 0.5; done
+  hold_gpu "$leave"
   nvidia-smi > "$R/logs/nvidia-smi-$n.txt" 2>&1
   L=$R/logs/fail-sampler-oom-$n.log
   s=$(now)
   VLLM_USE_FLASHINFER_SAMPLER=0 timeout 150 python3 -m vllm.entrypoints.openai.api_server --model "$SERVE" \
     --served-model-name tiny --port 8005 --max-model-len 256 --gpu-memory-utilization 0.015 \
     --max-num-seqs "$SEQS" --max-num-batched-tokens "$SEQS" "${EXTRA[@]}" > "$L" 2>&1; rc=$?
-  kill "$HOLDER" 2>/dev/null; wait "$HOLDER" 2>/dev/null
-  echo "attempt $n: rc=$rc exited after $(since "$s") s; left ${leave} GiB free (holder: $(cat /tmp/held 2>/dev/null));" \
+  took=$(since "$s")
+  release_gpu
+  echo "attempt $n: rc=$rc exited after $took s; left ${leave} GiB free (holder: $(cat /tmp/held 2>/dev/null));" \
     "--gpu-memory-utilization 0.015 --max-num-seqs $SEQS --max-num-batched-tokens $SEQS --max-model-len 256" \
     "${EXTRA[*]}, vocabulary ${VOCAB:-as generated}, VLLM_USE_FLASHINFER_SAMPLER=0" | tee -a "$R/summary.txt"
-  grep -E "Error|error:" "$L" | grep -v "^ *raise\|Traceback" | tail -2 | cut -c1-300 | sed 's/^/    /' | tee -a "$R/summary.txt"
-  for _i in $(seq 30); do [ "$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)" -lt 1000 ] && break; sleep 1; done
+  error_lines "$L" 2 | tee -a "$R/summary.txt"
+  drain_gpu
   if grep -q "warming up sampler" "$L"; then log "sampler warm-up OOM captured in attempt $n"; break; fi
   # Steps: pass 3's (vocabulary about a thousand) or, with VOCAB, the sampler's window of several GiB.
   if [ -n "$VOCAB" ]; then up=2; oom=3; down=2; else up=1.0; oom=0.8; down=0.6; fi

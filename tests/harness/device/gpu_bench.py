@@ -59,35 +59,100 @@ class Recorder:
         return outputs, duration
 
 
-def vllm_bench_runner(url, model, tokenizer, workdir):
-    from vllm.benchmarks.serve import add_cli_args, main  # noqa: PLC0415 - only on the device
-    from vllm.utils.argparse_utils import FlexibleArgumentParser  # noqa: PLC0415
+class VllmBench:
+    """vllm bench serve in this process (no import cost per call): each run's saved result file, read back."""
 
-    parser = FlexibleArgumentParser()
-    add_cli_args(parser)
-    counter = [0]
+    def __init__(self, url, model, tokenizer, workdir, extra=()):
+        from vllm.benchmarks.serve import add_cli_args, main  # noqa: PLC0415 - only on the device
+        from vllm.utils.argparse_utils import FlexibleArgumentParser  # noqa: PLC0415
 
-    def run(backend, concurrency, num_prompts, input_len, tokens, seed):
-        counter[0] += 1
-        name = "vb-%s-c%d-%03d.json" % (backend, concurrency, counter[0])
+        self.parser = FlexibleArgumentParser()
+        add_cli_args(self.parser)
+        self.main = main
+        self.common = ["--base-url", url, "--model", model, "--tokenizer", str(tokenizer), "--ignore-eos",
+                       "--temperature", "0", "--num-warmups", "0", "--disable-tqdm", "--save-result",
+                       "--result-dir", str(workdir)] + list(extra)
+        self.workdir = workdir
+        self.counter = 0
+
+    @staticmethod
+    def backend(backend):
         endpoint = "/v1/chat/completions" if backend == "openai-chat" else "/v1/completions"
-        args = parser.parse_args([
-            "--backend", backend, "--endpoint", endpoint, "--base-url", url, "--model", model,
-            "--tokenizer", str(tokenizer), "--dataset-name", "random", "--random-input-len", str(input_len),
-            "--random-output-len", str(tokens), "--num-prompts", str(num_prompts),
-            "--max-concurrency", str(concurrency), "--ignore-eos", "--temperature", "0", "--seed", str(seed),
-            "--num-warmups", "0", "--disable-tqdm", "--save-result", "--result-dir", str(workdir),
-            "--result-filename", name])
-        returned = main(args)
+        return ["--backend", backend, "--endpoint", endpoint]
+
+    def result(self, argv, label, concurrency, num_prompts):
+        """Run with argv (dataset and backend) at max concurrency; the saved result, every prompt completed."""
+        self.counter += 1
+        name = "vb-%s-c%d-%03d.json" % (label, concurrency, self.counter)
+        returned = self.main(self.parser.parse_args(self.common + argv + [
+            "--num-prompts", str(num_prompts), "--max-concurrency", str(concurrency), "--result-filename", name]))
         try:
-            with open(workdir / name) as handle:
+            with open(self.workdir / name) as handle:
                 result = json.load(handle)
         except OSError:
             result = returned
         assert result["completed"] == num_prompts, result.get("errors", [])[:3]
-        return result["output_throughput"]
+        return result
+
+
+def vllm_bench_runner(url, model, tokenizer, workdir):
+    """run(backend, concurrency, num_prompts, input_len, tokens, seed) -> vllm bench serve's output tok/s."""
+    bench = VllmBench(url, model, tokenizer, workdir)
+
+    def run(backend, concurrency, num_prompts, input_len, tokens, seed):
+        argv = bench.backend(backend) + ["--dataset-name", "random", "--random-input-len", str(input_len),
+                                         "--random-output-len", str(tokens), "--seed", str(seed)]
+        return bench.result(argv, backend, concurrency, num_prompts)["output_throughput"]
 
     return run
+
+
+def warm_up(client, tokens, vllm_random_run):
+    """Both sides share one warmed server: the module's warm-up at 64 streams, then one vllm bench run at 64.
+
+    vllm_random_run(concurrency, num_prompts, output_tokens, seed) runs `vllm bench serve` on random prompts.
+    """
+    bench_run.warm_up(client, 2, streams=64, tokens=tokens)
+    vllm_random_run(64, 64, 32, 999)
+
+
+def run_rounds(args, one_round, shown, stop=None):
+    """Rounds until --rounds or until the next would end past --deadline; one JSON line each to --out.
+
+    one_round(round_no) returns the round's figures; shown(fig) what its progress line prints; stop(fig), when
+    true, ends the rounds before that round is written.
+    """
+    rounds, last = [], 0.0
+    with open(args.out, "w") as sink:
+        for round_no in range(args.rounds):
+            started = time.time()
+            if rounds and args.deadline and started + last > args.deadline:
+                print("deadline: stopping after %d rounds" % len(rounds), flush=True)
+                break
+            fig = one_round(round_no)
+            last = time.time() - started
+            fig["round_s"] = round(last, 1)
+            rounds.append(fig)
+            if stop and stop(fig):
+                break
+            sink.write(json.dumps(fig) + "\n")
+            sink.flush()
+            print("round %d (%.1f s): %s" % (round_no + 1, last, json.dumps(shown(fig))), flush=True)
+    return rounds
+
+
+def rounded(fig, keys=None):
+    """fig's figures rounded to 0.1 for a progress line: keys (default all); only floats when keys is 'floats'."""
+    if keys == "floats":
+        return {k: round(v, 1) for k, v in fig.items() if isinstance(v, float)}
+    return {k: round(v, 1) if isinstance(v, float) else v for k, v in fig.items() if keys is None or k in keys}
+
+
+def write_summary(out, lines):
+    """Print the summary lines and write them beside --out (NAME.jsonl -> NAME-summary.txt)."""
+    print("\n".join(lines), flush=True)
+    with open(out.replace(".jsonl", "") + "-summary.txt", "w") as handle:
+        handle.write("\n".join(lines) + "\n")
 
 
 def module_side(client, recorder, tokens, prompt_tokens, seed):
@@ -176,44 +241,34 @@ def main():
     client = bench_run.Client(args.url, args.model, api="chat", stream=recorder)
     run = vllm_bench_runner(args.url, args.model, args.tokenizer, workdir)
     t0 = time.time()
-    bench_run.warm_up(client, 2, streams=64, tokens=args.tokens)  # both sides share the warmed server
-    run("openai", 64, 64, args.prompt_tokens, 32, 999)
+    warm_up(client, args.tokens, lambda conc, count, tokens, seed: run("openai", conc, count, args.prompt_tokens,
+                                                                         tokens, seed))
     print("warm-up %.1f s" % (time.time() - t0), flush=True)
-    rounds = []
-    last = 0.0
-    with open(args.out, "w") as sink:
-        for round_no in range(args.rounds):
-            started = time.time()
-            if rounds and args.deadline and started + last > args.deadline:
-                print("deadline: stopping after %d rounds" % len(rounds), flush=True)
-                break
-            fig = {"round": round_no + 1, "first": "module" if round_no % 2 == 0 else "vllm"}
-            order = ("module", "vllm") if round_no % 2 == 0 else ("vllm", "module")
-            for side in order:
-                try:
-                    if side == "module":
-                        fig.update(module_side(client, recorder, args.tokens, args.prompt_tokens, round_no))
-                    else:
-                        fig.update(vllm_side(run, args.tokens, args.prompt_tokens, round_no))
-                except Exception:  # noqa: BLE001 - record it and go on with the other side
-                    fig.setdefault("errors", []).append(traceback.format_exc()[-1500:])
-                    print(fig["errors"][-1], flush=True)
-            last = time.time() - started
-            fig["round_s"] = round(last, 1)
-            rounds.append(fig)
-            if len(fig.get("errors", [])) == 2:
-                print("both sides failed: stopping", flush=True)
-                break
-            sink.write(json.dumps(fig) + "\n")
-            sink.flush()
-            print("round %d (%.1f s): %s" % (round_no + 1, last, json.dumps(
-                {k: round(v, 1) if isinstance(v, float) else v for k, v in fig.items()})), flush=True)
+
+    def one_round(round_no):
+        fig = {"round": round_no + 1, "first": "module" if round_no % 2 == 0 else "vllm"}
+        order = ("module", "vllm") if round_no % 2 == 0 else ("vllm", "module")
+        for side in order:
+            try:
+                if side == "module":
+                    fig.update(module_side(client, recorder, args.tokens, args.prompt_tokens, round_no))
+                else:
+                    fig.update(vllm_side(run, args.tokens, args.prompt_tokens, round_no))
+            except Exception:  # noqa: BLE001 - record it and go on with the other side
+                fig.setdefault("errors", []).append(traceback.format_exc()[-1500:])
+                print(fig["errors"][-1], flush=True)
+        return fig
+
+    def both_sides_failed(fig):
+        if len(fig.get("errors", [])) == 2:
+            print("both sides failed: stopping", flush=True)
+            return True
+        return False
+
+    rounds = run_rounds(args, one_round, rounded, stop=both_sides_failed)
     lines = ["settings: %d output tokens, ignore_eos, temperature 0; sweep/bench prompts %d tokens; prompts per "
              "concurrency %s; %d rounds" % (args.tokens, args.prompt_tokens, NUM_PROMPTS, len(rounds))]
-    lines += summarize(rounds)
-    print("\n".join(lines), flush=True)
-    with open(args.out.replace(".jsonl", "") + "-summary.txt", "w") as handle:
-        handle.write("\n".join(lines) + "\n")
+    write_summary(args.out, lines + summarize(rounds))
 
 
 if __name__ == "__main__":

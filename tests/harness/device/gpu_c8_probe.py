@@ -40,23 +40,12 @@ def timing(starts, ttfts, latencies, duration):
             "outside_span_ms": (duration - (max(ends) - min(starts))) * 1000, "duration_s": duration}
 
 
-class VllmBench:
-    """vllm bench serve in this process; each run's throughput plus its batch timing (--save-detailed)."""
+class VllmBench(gpu_bench.VllmBench):
+    """vllm bench serve --backend openai-chat; each run's throughput plus its batch timing (--save-detailed)."""
 
     def __init__(self, url, model, tokenizer, workdir, prompts_file):
-        from vllm.benchmarks.serve import add_cli_args, main  # noqa: PLC0415 - only on the device
-        from vllm.utils.argparse_utils import FlexibleArgumentParser  # noqa: PLC0415
-
-        self.parser = FlexibleArgumentParser()
-        add_cli_args(self.parser)
-        self.main = main
-        self.common = ["--backend", "openai-chat", "--endpoint", "/v1/chat/completions", "--base-url", url,
-                       "--model", model, "--tokenizer", str(tokenizer), "--ignore-eos", "--temperature", "0",
-                       "--num-warmups", "0", "--disable-tqdm", "--save-result", "--save-detailed",
-                       "--result-dir", str(workdir)]
-        self.workdir = workdir
+        super().__init__(url, model, tokenizer, workdir, extra=self.backend("openai-chat") + ["--save-detailed"])
         self.prompts_file = prompts_file
-        self.counter = 0
 
     def dataset(self, kind, tokens, seed):
         if kind == "random":
@@ -76,13 +65,7 @@ class VllmBench:
         return [r.prompt for r in get_samples(args, tokenizer)]
 
     def run(self, kind, concurrency, tokens, seed, count=8):
-        self.counter += 1
-        name = "vb-%s-c%d-%03d.json" % (kind, concurrency, self.counter)
-        args = self.parser.parse_args(self.common + self.dataset(kind, tokens, seed) + [
-            "--num-prompts", str(count), "--max-concurrency", str(concurrency), "--result-filename", name])
-        self.main(args)
-        result = json.loads((self.workdir / name).read_text())
-        assert result["completed"] == count, result.get("errors", [])[:3]
+        result = self.result(self.dataset(kind, tokens, seed), kind, concurrency, count)
         lat = [t + sum(itl) for t, itl in zip(result["ttfts"], result["itls"])]
         fig = {"tok_s": result["output_throughput"], "input_lens": result["input_lens"]}
         fig.update(timing(result["start_times"], result["ttfts"], lat, result["duration"]))
@@ -97,10 +80,6 @@ def module_batch(client, prompts, tokens):
     fig.update(timing([o.start_time for o in outputs], [o.ttft for o in outputs], [o.latency for o in outputs],
                       duration))
     return fig
-
-
-class Recorder(gpu_bench.Recorder):
-    """Keeps run_standard's batches, so its 8-stream batch's timing can be read too."""
 
 
 RATIOS = [
@@ -123,12 +102,11 @@ def main():
     workdir.mkdir(parents=True, exist_ok=True)
     prompts_file = workdir / "standard-prompts.jsonl"
     prompts_file.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in bench_run.STANDARD_PROMPTS))
-    recorder = Recorder()
+    recorder = gpu_bench.Recorder()  # run_standard's batches, so its 8-stream batch's timing can be read too
     client = bench_run.Client(args.url, args.model, api="chat", stream=recorder)
     vb = VllmBench(args.url, args.model, args.tokenizer, workdir, prompts_file)
     t0 = time.time()
-    bench_run.warm_up(client, 2, streams=64, tokens=args.tokens)
-    vb.run("random", 64, 32, 999, count=64)
+    gpu_bench.warm_up(client, args.tokens, lambda conc, count, tokens, seed: vb.run("random", conc, tokens, seed, count))
     random_prompts = vb.random_prompts(args.tokens, 0)
     print("warm-up %.1f s; random prompts: %s" % (time.time() - t0, json.dumps(random_prompts)[:300]), flush=True)
 
@@ -156,31 +134,22 @@ def main():
     steps = [("run_standard", standard), ("vb std c1", vllm("custom", 1)), ("vb std c8", vllm("custom", 8)),
              ("module random c8", module_random), ("vb random c1", vllm("random", 1)),
              ("vb random c8", vllm("random", 8))]
-    rounds, last = [], 0.0
-    with open(args.out, "w") as sink:
-        for round_no in range(args.rounds):
-            started = time.time()
-            if rounds and args.deadline and started + last > args.deadline:
-                print("deadline: stopping after %d rounds" % len(rounds), flush=True)
-                break
-            shift = round_no % len(steps)
-            order = steps[shift:] + steps[:shift]
-            if round_no % 2:
-                order.reverse()
-            fig = {"round": round_no + 1, "order": [name for name, _step in order]}
-            for name, step in order:
-                try:
-                    fig.update(step())
-                except Exception:  # noqa: BLE001 - record it and go on
-                    fig.setdefault("errors", []).append("%s: %s" % (name, traceback.format_exc()[-1200:]))
-                    print(fig["errors"][-1], flush=True)
-            last = time.time() - started
-            fig["round_s"] = round(last, 1)
-            rounds.append(fig)
-            sink.write(json.dumps(fig) + "\n")
-            sink.flush()
-            print("round %d (%.1f s): %s" % (round_no + 1, last, json.dumps(
-                {k: round(v, 1) for k, v in fig.items() if isinstance(v, float)})), flush=True)
+
+    def one_round(round_no):
+        shift = round_no % len(steps)
+        order = steps[shift:] + steps[:shift]
+        if round_no % 2:
+            order.reverse()
+        fig = {"round": round_no + 1, "order": [name for name, _step in order]}
+        for name, step in order:
+            try:
+                fig.update(step())
+            except Exception:  # noqa: BLE001 - record it and go on
+                fig.setdefault("errors", []).append("%s: %s" % (name, traceback.format_exc()[-1200:]))
+                print(fig["errors"][-1], flush=True)
+        return fig
+
+    rounds = gpu_bench.run_rounds(args, one_round, lambda fig: gpu_bench.rounded(fig, "floats"))
     lines = ["settings: %d output tokens, ignore_eos, temperature 0; 8 prompts a batch; %d rounds, order rotating"
              % (args.tokens, len(rounds))]
     lines += gpu_bench.summarize(rounds, RATIOS, width=64)
@@ -191,9 +160,7 @@ def main():
                 "%s %.1f" % (t, statistics.median(row[t] for row in rows)) for t in TIMING_KEYS),
                 next((r.get(key + "_input_lens") or r[key + "_timing"].get("input_lens")) for r in rounds
                      if key + "_timing" in r)))
-    print("\n".join(lines), flush=True)
-    with open(args.out.replace(".jsonl", "") + "-summary.txt", "w") as handle:
-        handle.write("\n".join(lines) + "\n")
+    gpu_bench.write_summary(args.out, lines)
 
 
 if __name__ == "__main__":

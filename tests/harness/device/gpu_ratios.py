@@ -16,7 +16,6 @@ Also recorded: the single-stream figure under the old definition (mean of per-re
 requests, so the definition's share of the gap is visible.
 """
 import argparse
-import json
 import pathlib
 import sys
 import time
@@ -84,47 +83,36 @@ def main():
     client = bench_run.Client(args.url, args.model, api="chat")
     run = gpu_bench.vllm_bench_runner(args.url, args.model, args.tokenizer, workdir)
     t0 = time.time()
-    # Both sides share one warmed server: the module's warm-up at 64 streams, then one vllm bench run at 64.
-    bench_run.warm_up(client, 2, streams=64, tokens=args.tokens)
-    run("openai", 64, 64, args.prompt_tokens, 32, 999)
+    gpu_bench.warm_up(client, args.tokens, lambda conc, count, tokens, seed: run("openai", conc, count,
+                                                                                  args.prompt_tokens, tokens, seed))
     print("warm-up %.1f s" % (time.time() - t0), flush=True)
-    rounds, last, flip = [], 0.0, 0
-    with open(args.out, "w") as sink:
-        for round_no in range(args.rounds):
-            started = time.time()
-            if rounds and args.deadline and started + last > args.deadline:
-                print("deadline: stopping after %d rounds" % len(rounds), flush=True)
-                break
-            fig = {"round": round_no + 1, "order": []}
-            for name, module_side, vllm_side in pairs(client, run, args.tokens, args.prompt_tokens, round_no):
-                if not name.startswith(args.only):
-                    continue
-                sides = [("module", module_side), ("vllm", vllm_side)]
-                if flip % 2:
-                    sides.reverse()
-                flip += 1
-                fig["order"].append("%s:%s" % (name, sides[0][0]))
-                for side, thunk in sides:
-                    try:
-                        fig.update(thunk())
-                    except Exception:  # noqa: BLE001 - record it and go on
-                        fig.setdefault("errors", []).append("%s %s: %s" % (name, side, traceback.format_exc()[-1200:]))
-                        print(fig["errors"][-1], flush=True)
-            last = time.time() - started
-            fig["round_s"] = round(last, 1)
-            rounds.append(fig)
-            sink.write(json.dumps(fig) + "\n")
-            sink.flush()
-            print("round %d (%.1f s): %s" % (round_no + 1, last, json.dumps(
-                {k: round(v, 1) if isinstance(v, float) else v for k, v in fig.items() if k != "order"})), flush=True)
+    flip = [0]  # the first side alternates from pair to pair, across rounds
+
+    def one_round(round_no):
+        fig = {"round": round_no + 1, "order": []}
+        for name, module_side, vllm_side in pairs(client, run, args.tokens, args.prompt_tokens, round_no):
+            if not name.startswith(args.only):
+                continue
+            sides = [("module", module_side), ("vllm", vllm_side)]
+            if flip[0] % 2:
+                sides.reverse()
+            flip[0] += 1
+            fig["order"].append("%s:%s" % (name, sides[0][0]))
+            for side, thunk in sides:
+                try:
+                    fig.update(thunk())
+                except Exception:  # noqa: BLE001 - record it and go on
+                    fig.setdefault("errors", []).append("%s %s: %s" % (name, side, traceback.format_exc()[-1200:]))
+                    print(fig["errors"][-1], flush=True)
+        return fig
+
+    rounds = gpu_bench.run_rounds(args, one_round, lambda fig: gpu_bench.rounded(fig, set(fig) - {"order"}))
     lines = ["settings: %d output tokens, ignore_eos, temperature 0; sweep prompts %d tokens, %s prompts at "
              "concurrency %s; pairs back to back, first side alternating; %d rounds" % (
                  args.tokens, args.prompt_tokens, [bench_run.sweep_prompt_count(c) for c in CONCURRENCY],
                  list(CONCURRENCY), len(rounds))]
     lines += gpu_bench.summarize(rounds, RATIOS, width=40)
-    print("\n".join(lines), flush=True)
-    with open(args.out.replace(".jsonl", "") + "-summary.txt", "w") as handle:
-        handle.write("\n".join(lines) + "\n")
+    gpu_bench.write_summary(args.out, lines)
 
 
 if __name__ == "__main__":
