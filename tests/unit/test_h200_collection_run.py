@@ -5,7 +5,6 @@ model `tiny_h200` (a random Llama from the collection's generator in place of Ge
 live in the test catalog tests/harness/device/h200_catalog.py writes, never in data/catalog.yml. CI has no
 GPU: these tests hold today's planner, launcher template and report code to what ran there.
 """
-import importlib.util
 import json
 import pathlib
 import re
@@ -25,26 +24,9 @@ STANDARD = RUN / "20261201T234909Z-standard-tiny.json"
 SWEEP = RUN / "20261201T234923Z-sweep-tiny.json"
 
 
-def _load_h200_catalog_module():
-    spec = importlib.util.spec_from_file_location("h200_catalog", DEVICE / "h200_catalog.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def h200_catalog():
-    return _load_h200_catalog_module().h200_catalog()
-
-
 @pytest.fixture(scope="module")
 def device_vars():
     return yaml.safe_load((DEVICE / "inventory" / "group_vars" / "all.yml").read_text())
-
-
-@pytest.fixture(scope="module")
-def captured_plan():
-    return json.loads((RUN / "plan-h200.json").read_text())
 
 
 def _request(device_vars):

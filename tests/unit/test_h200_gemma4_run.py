@@ -5,13 +5,10 @@ Stand-ins, named as such (docs/gpu-proof.md): profile `h200_standin`, release `v
 test catalog tests/harness/device/h200_catalog.py writes, never in data/catalog.yml. CI has no GPU: these tests hold
 the planner, the launcher and the reports to what ran there, and the docs to the captured figures.
 """
-import importlib.util
 import json
 import pathlib
 import re
 import shlex
-
-import pytest
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import bench_report as br
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
@@ -19,28 +16,9 @@ from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog_val
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 RUN = REPO / "tests" / "fixtures" / "h200" / "gemma4-run"
-DEVICE = REPO / "tests" / "harness" / "device"
 STANDARD = RUN / "20261203T075753Z-standard-gemma-4-tiny.json"
 SWEEP = RUN / "20261203T075805Z-sweep-gemma-4-tiny.json"
 MODEL = "tiny_gemma4_h200"
-
-
-@pytest.fixture(scope="module")
-def h200_catalog_module():
-    spec = importlib.util.spec_from_file_location("h200_catalog", DEVICE / "h200_catalog.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def h200_catalog(h200_catalog_module):
-    return h200_catalog_module.h200_catalog()
-
-
-@pytest.fixture(scope="module")
-def captured_plan():
-    return json.loads((RUN / "plan-h200.json").read_text())
 
 
 def test_the_gemma4_stand_in_is_in_the_test_catalog_only(h200_catalog):
@@ -62,6 +40,16 @@ def test_the_planner_still_plans_gemma4s_argv_that_ran(h200_catalog, captured_pl
     assert "--enable-auto-tool-choice" in plan["argv"] and "--limit-mm-per-prompt" not in plan["argv"]
     assert captured_plan["model"]["generate"] == h200_catalog["models"][MODEL]["generate"]
     assert smoke.checks_for_plan(captured_plan) == ["chat", "thinking", "tools"]
+
+
+def test_the_paired_rounds_serve_the_stand_in_with_the_captured_argv(captured_plan):
+    # gpu-ratios.sh MODEL=tiny_gemma4_h200 starts `--model` + this plan's argv, as the launcher does, and
+    # generates the checkpoint from the same spec the test catalog gives the weights role.
+    lib = (REPO / "tests" / "harness" / "device" / "lib.sh").read_text()
+    assert "GEMMA4_PLAN=%s\n" % (RUN / "plan-h200.json").relative_to(REPO) in lib
+    assert "GEMMA4_ID=%s\n" % captured_plan["model"]["checkpoint"] in lib
+    ratios = (REPO / "tests" / "harness" / "device" / "gpu-ratios.sh").read_text()
+    assert '["--model"] + json.load(open(sys.argv[1]))["argv"]' in ratios and '"$GEMMA4_PLAN"' in ratios
 
 
 def test_the_launcher_execs_the_planned_argv_and_the_server_ran_gemma4(captured_plan):
