@@ -8,9 +8,9 @@
 # dummy forward pass still fits. Up to ATTEMPTS starts, LEAVE_GIB moved by what each one reached.
 # VOCAB (pass 4, default 262144, Gemma 4's own vocabulary size; VOCAB= for pass 3's run): a copy of the stand-in
 # with that vocabulary and fresh random weights (the generator's tokenizer stays; its ids all fit), so the
-# sampler's SEQS x VOCAB float32 copies outgrow the dummy forward pass by far: pass 3's vocabulary of about a
-# thousand let the forward pass run out first. --enforce-eager (EAGER=1, the default with VOCAB) skips
-# torch.compile, so an attempt reaches the profile run in well under a minute.
+# sampler's SEQS x VOCAB float32 copies outgrow the dummy forward pass by far: pass 3's vocabulary of 503 (the
+# generator's corpus gives no more for the spec's 1,024) let the forward pass run out first. --enforce-eager
+# (EAGER=1, the default with VOCAB) skips torch.compile, so an attempt reaches the profile run sooner.
 #
 #   bash tests/harness/device/gpu-sampler-oom.sh          # -> $OUT/sampler-oom.tgz, $OUT/sampler-oom.txt
 set -u
@@ -72,7 +72,7 @@ for n in $(seq "${ATTEMPTS:-4}"); do
   error_lines "$L" 2 | tee -a "$R/summary.txt"
   drain_gpu
   if grep -q "warming up sampler" "$L"; then log "sampler warm-up OOM captured in attempt $n"; break; fi
-  # Steps: pass 3's (vocabulary about a thousand) or, with VOCAB, the sampler's window of several GiB.
+  # Steps: pass 3's (vocabulary 503) or, with VOCAB, the sampler's window of several GiB.
   if [ -n "$VOCAB" ]; then up=2; oom=3; down=2; else up=1.0; oom=0.8; down=0.6; fi
   if grep -q "on startup is less than desired" "$L"; then leave=$(awk -v l="$leave" -v d=$up 'BEGIN { print l + d }')
   elif grep -q "OutOfMemoryError" "$L"; then leave=$(awk -v l="$leave" -v d=$oom 'BEGIN { print l + d }')
