@@ -10,7 +10,16 @@ import pathlib
 
 import pytest
 
-DEVICE = pathlib.Path(__file__).resolve().parents[1] / "harness" / "device"
+# This file is itself imported as `conftest` (as tests/integration/conftest.py is), so the shared plumbing in
+# tests/conftest.py is loaded by path and re-exported: test modules here keep writing `from conftest import REPO`
+# (and the other names below, which tests/unit uses).
+_SPEC = importlib.util.spec_from_file_location("sparkfleet_tests_conftest", pathlib.Path(__file__).parents[1] / "conftest.py")
+_SHARED = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(_SHARED)
+REPO, IN_CI, require, run, tool = _SHARED.REPO, _SHARED.IN_CI, _SHARED.require, _SHARED.run, _SHARED.tool
+failed_tasks, without_processes = _SHARED.failed_tasks, _SHARED.without_processes
+
+DEVICE = REPO / "tests" / "harness" / "device"
 
 
 def load_h200_catalog_module():
