@@ -435,6 +435,9 @@ def expected_from_baseline(row):
     if row.get("calibrate"):
         # No fixed figures: the throughput module calibrates on the serving machine (bench_metrics.wants_calibration).
         expected["calibrate"] = True
+    if row.get("output_tokens"):
+        # The request length the gate measures with for this row (a calibrated stand-in's; verify.yml reads it).
+        expected["output_tokens"] = int(row["output_tokens"])
     if row.get("conditions"):
         expected["conditions"] = dict(row["conditions"])
     if row.get("note"):

@@ -309,7 +309,10 @@ plan:
       type: str
       sample: single
     expected:
-      description: Catalog baseline for exactly this configuration, or null.
+      description:
+        - Catalog baseline for exactly this configuration, or null.
+        - A stand-in's calibrated row has C(calibrate=true), no figures, and C(output_tokens), the request length
+          the throughput gate in C(playbooks/verify.yml) measures with.
       type: dict
       sample: {single_stream_tok_s: 216.3, aggregate_8_tok_s: 1150, kv_cache_tokens: null, acceptance: null}
     warnings:

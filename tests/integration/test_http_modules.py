@@ -248,9 +248,11 @@ def test_throughput_gate_on_a_calibrated_baseline_fails_high_and_passes_on_the_m
     """No absolute speed of this machine is assumed: the stand-in's figures come from this server in this run."""
     expected = stand_in_plan()["expected"]  # the planner's own, not a copy
     require(expected and expected.get("calibrate"), "a calibrated cpu/tiny baseline in data/catalog.yml")
+    # The request length verify.yml's gate uses for this plan (the catalog's, for a calibrated row).
+    length = expected["output_tokens"]
     # 1. The plan's own baseline: the module calibrates on this server, then gates the measured run on it.
     result, _stdout, _seconds = adhoc("sparkfleet.vllm.throughput", {
-        "url": server.url, "model": SERVED, "baseline": expected, "min_ratio": 0.6,
+        "url": server.url, "model": SERVED, "baseline": expected, "min_ratio": 0.6, "output_tokens": length,
         "results_dir": str(workdir / "results")})
     assert not result.get("failed"), result.get("msg")
     assert result["gate"]["gated"] and "calibrated on this machine" in result["gate"]["message"]
@@ -272,7 +274,8 @@ def test_throughput_gate_on_a_calibrated_baseline_fails_high_and_passes_on_the_m
     reachable = {key: value / 4 for key, value in measured.items()}
     for attempt in (1, 2):
         result, _stdout, _seconds = adhoc("sparkfleet.vllm.throughput", {
-            "url": server.url, "model": SERVED, "baseline": reachable, "results_dir": str(workdir / "results")})
+            "url": server.url, "model": SERVED, "baseline": reachable, "output_tokens": length,
+            "results_dir": str(workdir / "results")})
         if not result.get("failed"):
             break
         print("gate attempt %d: %s" % (attempt, result.get("msg")))
@@ -280,7 +283,7 @@ def test_throughput_gate_on_a_calibrated_baseline_fails_high_and_passes_on_the_m
     assert result["gate"]["gated"] and result["gate"]["passed"]
     with open(result["files"][0]) as handle:
         saved = json.load(handle)
-    assert saved["total_output_tokens"] == 8 * 1024 and saved["sparkfleet"]["kv_cache_tokens"]
+    assert saved["total_output_tokens"] == 8 * length and saved["sparkfleet"]["kv_cache_tokens"]
     print("calibration %.0f / %.0f tok/s; measured %.0f / %.0f tok/s, then %.0f / %.0f tok/s" % (
         calibration["single_stream_tok_s"], calibration["aggregate_8_tok_s"], measured["single_stream_tok_s"],
         measured["aggregate_8_tok_s"], result["single_stream_tok_s"], result["aggregate_8_tok_s"]))

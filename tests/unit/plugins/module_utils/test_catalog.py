@@ -421,6 +421,10 @@ def test_the_cpu_stand_in_baseline_is_calibrated_not_fixed(catalog):
     assert all(row.get(metric) is None for metric in cat.METRICS)
     expected = cat.expected_from_baseline(row)
     assert expected["calibrate"] is True and expected["single_stream_tok_s"] is None
+    # The gate's request length for a calibrated row comes with it; measured rows carry none (1,024, the notes').
+    assert expected["output_tokens"] == 256
+    measured = cat.find_baseline(catalog, "rtx_pro_6000", "31b", "none", 1, "v0.30.0")
+    assert measured and "output_tokens" not in cat.expected_from_baseline(measured)
     # Every other row is real hardware with measured figures, never calibrated; the cpu rows are the stand-ins'.
     calibrated = [(r["profile"], r["model"]) for r in cat.baseline_rows(catalog) if r.get("calibrate")]
     assert calibrated == [("cpu", "tiny"), ("cpu", "tiny-31b"), ("cpu", "tiny-26b-a4b"), ("cpu", "tiny-e2b")]
@@ -429,7 +433,8 @@ def test_the_cpu_stand_in_baseline_is_calibrated_not_fixed(catalog):
 @pytest.mark.parametrize("change,problem", [
     ({"stand_in": False}, "only a stand-in's baseline may be calibrated"),
     ({"single_stream_tok_s": 555}, "a calibrated row records no figures"),
-], ids=["real-hardware-calibrated", "calibrated-with-a-figure"])
+    ({"output_tokens": 8}, "output_tokens=8 must be an integer of at least 16"),
+], ids=["real-hardware-calibrated", "calibrated-with-a-figure", "calibrated-too-short"])
 def test_validation_refuses_a_misused_calibrated_row(catalog, change, problem):
     broken = copy.deepcopy(catalog)
     group = next(g for g in broken["baselines"] if g["profile"] == "cpu")
@@ -438,6 +443,15 @@ def test_validation_refuses_a_misused_calibrated_row(catalog, change, problem):
     else:
         group["rows"][0].update(change)
     assert any(problem in p for p in catalog_validate.validate_catalog(broken)), catalog_validate.validate_catalog(broken)
+
+
+def test_validation_refuses_a_request_length_on_a_measured_row(catalog):
+    """A measured figure keeps the length it was measured at: only calibrated rows may name their own."""
+    broken = copy.deepcopy(catalog)
+    group = next(g for g in broken["baselines"] if g["profile"] == "rtx_pro_6000")
+    group["rows"][0]["output_tokens"] = 256
+    problems = catalog_validate.validate_catalog(broken)
+    assert any("output_tokens belongs to calibrated rows only" in p for p in problems), problems
 
 
 def test_a_first_start_failure_names_a_diagnosis(catalog):
