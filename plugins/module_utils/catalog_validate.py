@@ -217,14 +217,14 @@ def validate_catalog(catalog):
                                 "figures" % where)
             if any(row.get(m) is not None for m in METRICS):
                 problems.append("%s: a calibrated row records no figures" % where)
+        elif not any(row.get(m) is not None for m in METRICS):
+            problems.append("%s: no figure at all" % where)
         if row.get("output_tokens") is not None:
             if not row.get("calibrate"):
                 problems.append("%s: output_tokens belongs to calibrated rows only; measured figures keep the length "
                                 "they were measured at (1,024)" % where)
             if not isinstance(row["output_tokens"], int) or isinstance(row["output_tokens"], bool) or row["output_tokens"] < 16:
                 problems.append("%s: output_tokens=%r must be an integer of at least 16" % (where, row["output_tokens"]))
-        elif not any(row.get(m) is not None for m in METRICS):
-            problems.append("%s: no figure at all" % where)
         key = (row.get("profile"), row.get("model"), row.get("drafter"), row.get("nodes"), row.get("release"), row.get("date"),
                bool(row.get("patched")))
         if key in seen:
