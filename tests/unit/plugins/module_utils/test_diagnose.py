@@ -30,6 +30,7 @@ H200_LOGS = [
     ("fail-oom-cuda-graph-capture.log", "gpu_out_of_memory_shared"),
     ("fail-oom-profile-run.log", "gpu_out_of_memory_shared"),
     ("fail-no-kv-cache-blocks.log", "kv_cache_below_one_request"),
+    ("fail-oom-sampler-warmup.log", "sampler_warmup_out_of_memory"),
 ]
 CATALOG = cat.load_catalog()
 SIGNATURES = diagnose.load_signatures(CATALOG)
@@ -104,6 +105,20 @@ def test_real_h200_out_of_memory_names_the_other_process(name, pid, held, own, p
     assert [d["id"] for d in found] == ["gpu_out_of_memory_shared", "out_of_memory", "engine_startup_failed"]
     assert "process %s holds %s, this vLLM %s" % (pid, held, own) in found[0]["explanation"], found[0]
     assert "stop process %s" % pid in found[0]["fix"] and "vllm_max_num_seqs" in found[0]["fix"]
+
+
+def test_real_h200_sampler_warmup_names_max_num_seqs_and_the_other_process():
+    # tests/harness/device/gpu-sampler-oom.sh: the Gemma 4 stand-in's 262,144-token vocabulary copy, 6 GiB left free
+    # by a holder, --max-num-seqs 2048: the profile run's sampler warm-up asked for 2 GiB (2048 x 262144 x 4 bytes)
+    text = (H200 / "fail-oom-sampler-warmup.log").read_text()
+    assert "in _dummy_sampler_run" in text and "Tried to allocate 2.00 GiB" in text
+    found = diagnose.diagnose(text, SIGNATURES)
+    assert [d["id"] for d in found] == ["sampler_warmup_out_of_memory", "gpu_out_of_memory_shared", "out_of_memory",
+                                        "engine_startup_failed"]
+    assert "with 2048 dummy requests" in found[0]["explanation"], found[0]
+    assert "Lower vllm_max_num_seqs below 2048" in found[0]["fix"] and "vllm_gpu_memory_utilization" in found[0]["fix"]
+    assert "process 2541 holds 133.79 GiB, this vLLM 4.92 GiB" in found[1]["explanation"], found[1]
+    assert "stop process 2541" in found[1]["fix"]
 
 
 def test_real_h200_ninja_failure_names_the_tool():
