@@ -241,8 +241,11 @@ def main():
     client = bench_run.Client(args.url, args.model, api="chat", stream=recorder)
     run = vllm_bench_runner(args.url, args.model, args.tokenizer, workdir)
     t0 = time.time()
-    warm_up(client, args.tokens, lambda conc, count, tokens, seed: run("openai", conc, count, args.prompt_tokens,
-                                                                         tokens, seed))
+
+    def warm(conc, count, tokens, seed):
+        return run("openai", conc, count, args.prompt_tokens, tokens, seed)
+
+    warm_up(client, args.tokens, warm)
     print("warm-up %.1f s" % (time.time() - t0), flush=True)
 
     def one_round(round_no):

@@ -83,8 +83,11 @@ def main():
     client = bench_run.Client(args.url, args.model, api="chat")
     run = gpu_bench.vllm_bench_runner(args.url, args.model, args.tokenizer, workdir)
     t0 = time.time()
-    gpu_bench.warm_up(client, args.tokens, lambda conc, count, tokens, seed: run("openai", conc, count,
-                                                                                  args.prompt_tokens, tokens, seed))
+
+    def warm(conc, count, tokens, seed):
+        return run("openai", conc, count, args.prompt_tokens, tokens, seed)
+
+    gpu_bench.warm_up(client, args.tokens, warm)
     print("warm-up %.1f s" % (time.time() - t0), flush=True)
     flip = [0]  # the first side alternates from pair to pair, across rounds
 
