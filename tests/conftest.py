@@ -68,9 +68,12 @@ def run(cmd, timeout=600, check=True, **kwargs):
     kwargs.setdefault("cwd", REPO)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, **kwargs)
     if check:
-        assert proc.returncode == 0, "exited %s: %s | %s\n--- stdout ---\n%s\n--- stderr ---\n%s" % (
-            proc.returncode, " | ".join(failed_tasks(proc.stdout)) or "no failed task", " ".join(map(str, cmd)),
-            proc.stdout[-8000:], proc.stderr[-8000:])
+        # A no_log task's failure shows no message on stdout ("censored"); the plan action's refusal and Ansible's
+        # own errors reach stderr, so the first of those goes on the summary line too.
+        errors = [line.strip()[:240] for line in proc.stderr.splitlines() if "ERROR" in line][:2]
+        assert proc.returncode == 0, "exited %s: %s | %s | %s\n--- stdout ---\n%s\n--- stderr ---\n%s" % (
+            proc.returncode, " | ".join(failed_tasks(proc.stdout)) or "no failed task", " | ".join(errors) or "no error on stderr",
+            " ".join(map(str, cmd)), proc.stdout[-8000:], proc.stderr[-8000:])
     return proc
 
 
