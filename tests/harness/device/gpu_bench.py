@@ -71,6 +71,7 @@ class VllmBench:
         self.main = main
         self.common = ["--base-url", url, "--model", model, "--tokenizer", str(tokenizer), "--ignore-eos",
                        "--temperature", "0", "--num-warmups", "0", "--disable-tqdm", "--save-result",
+                       "--percentile-metrics", "ttft,tpot,itl,e2el",
                        "--result-dir", str(workdir)] + list(extra)
         self.workdir = workdir
         self.counter = 0
@@ -102,8 +103,11 @@ def vllm_bench_runner(url, model, tokenizer, workdir):
     def run(backend, concurrency, num_prompts, input_len, tokens, seed):
         argv = bench.backend(backend) + ["--dataset-name", "random", "--random-input-len", str(input_len),
                                          "--random-output-len", str(tokens), "--seed", str(seed)]
-        return bench.result(argv, backend, concurrency, num_prompts)["output_throughput"]
+        result = bench.result(argv, backend, concurrency, num_prompts)
+        run.last = result  # the whole saved result, for callers that break the figure down (gpu_ratios.py)
+        return result["output_throughput"]
 
+    run.last = None
     return run
 
 
@@ -215,6 +219,7 @@ def summarize(rounds, pairs=None, tolerance=0.05, width=48):
                      "n=%d) %s" % (width, label, statistics.median(r[mine] for r in rounds if r.get(mine)),
                                    statistics.median(r[theirs] for r in rounds if r.get(theirs)), med, min(ratios),
                                    max(ratios), len(ratios), "within" if abs(med - 1) <= tolerance else "OUTSIDE"))
+        lines[-1] += "; %d of %d rounds within" % (sum(abs(x - 1) <= tolerance for x in ratios), len(ratios))
     return lines
 
 
