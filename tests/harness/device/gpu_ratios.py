@@ -41,7 +41,7 @@ def pairs(client, run, tokens, prompt_tokens, seed):
                 fig.update(std_single=extra["single_stream_tok_s"],
                            std_single_old_def=extra["single_stream_mean_request_tok_s"],
                            # the c1 figure broken down: tokens, the run's wall clock, the requests' own time
-                           std_single_tokens=sum(r["output_tokens"] for r in runs),
+                           std_single_tokens=sum(r["output_tokens"] for r in runs), std_single_requests=len(runs),
                            std_single_dur_s=extra["single_stream_duration_s"],
                            std_single_e2el_ms=1000 * sum(r["latency_s"] for r in runs) / len(runs),
                            std_single_ttft_ms=sum(r["ttft_ms"] for r in runs) / len(runs))
@@ -63,7 +63,8 @@ def pairs(client, run, tokens, prompt_tokens, seed):
             fig = {key: run(backend, conc, count, input_len, tokens, seed)}
             if conc == 1 and run.last:  # the same breakdown as the module's c1 figure, from the saved result
                 last = run.last
-                fig.update({key + "_tokens": last.get("total_output_tokens"), key + "_dur_s": last.get("duration"),
+                fig.update({key + "_tokens": last.get("total_output_tokens"), key + "_requests": count,
+                            key + "_dur_s": last.get("duration"),
                             key + "_e2el_ms": last.get("mean_e2el_ms"), key + "_ttft_ms": last.get("mean_ttft_ms")})
             return fig
         return go
@@ -87,11 +88,16 @@ RATIOS += [("sweep c%d (%d prompts)" % (c, bench_run.sweep_prompt_count(c)), "sw
            for c in CONCURRENCY]
 
 
+def gaps_ms(row, side):
+    """The run's wall clock less its requests' own time: the gaps between back-to-back requests, in ms."""
+    return 1000 * row[side + "_dur_s"] - row.get(side + "_requests", 8) * row[side + "_e2el_ms"]
+
+
 def breakdown(rounds, mine="std_single", theirs="vb_chat_c1"):
     """The c1 ratio as (tokens ratio) x (duration ratio), and where each side's run time goes, medians over rounds.
 
     Both sides' c1 figure is output tokens over the run's wall clock; a gap between them is either a different
-    token count, longer requests (e2el, ttft) or longer gaps between requests (duration - 8 x e2el).
+    token count, longer requests (e2el, ttft) or longer gaps between requests (duration - requests x e2el).
     """
     rows = [r for r in rounds if r.get(mine + "_tokens") and r.get(theirs + "_tokens")]
     if not rows:
@@ -102,12 +108,11 @@ def breakdown(rounds, mine="std_single", theirs="vb_chat_c1"):
 
     return ["standard c1 breakdown (medians, n=%d): tokens module %d vllm %d; duration module %.3f s vllm %.3f s "
             "(vllm/module %.3f); mean e2el module %.1f vllm %.1f ms; mean ttft module %.1f vllm %.1f ms; gaps "
-            "(duration - 8 x e2el) module %.1f vllm %.1f ms" % (
+            "(duration - requests x e2el) module %.1f vllm %.1f ms" % (
                 len(rows), med("_tokens"), med("_tokens", theirs), med("_dur_s"), med("_dur_s", theirs),
                 med(lambda r: r[theirs + "_dur_s"] / r[mine + "_dur_s"]), med("_e2el_ms"), med("_e2el_ms", theirs),
                 med("_ttft_ms"), med("_ttft_ms", theirs),
-                med(lambda r: 1000 * r[mine + "_dur_s"] - 8 * r[mine + "_e2el_ms"]),
-                med(lambda r: 1000 * r[theirs + "_dur_s"] - 8 * r[theirs + "_e2el_ms"]))]
+                med(lambda r: gaps_ms(r, mine)), med(lambda r: gaps_ms(r, theirs)))]
 
 
 def main():
