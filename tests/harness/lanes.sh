@@ -8,8 +8,13 @@
 # tier). The other tiers — lint, unit, Molecule and the simulated cluster —
 # are busy on the CPU the whole time. Each lane gets about one core:
 #
-#   serve lane:   lint, integration, awx       (stand-in engines on core 0, vLLM's default)
+#   serve lane:   lint, integration            (stand-in engines on core 0, vLLM's default)
 #   build lane:   unit, molecule, cluster      (cluster engines on core 1: SPARKFLEET_STANDIN_CPUS=1)
+#   either lane:  awx, taken by the lane that finishes its own tiers first
+#
+# Why AWX is shared: in a fresh-clone run of 830dd1b (2026-12-04) the build lane finished its tiers 348 s
+# before the serve lane, then idled while the serve lane ran AWX (271 s) alone. The lane that is free first
+# takes it now; its engine keeps vLLM's default core either way (AWX does not read SPARKFLEET_STANDIN_CPUS).
 #
 # Lint sits in the serve lane to even them out: measured in one fresh-clone run, the build lane (with lint)
 # took 1,896 s and the serve lane 1,674 s, and lint takes 174 s.
@@ -37,8 +42,9 @@ set -uo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$REPO"
 MAKE_CMD=("${MAKE:-make}" --no-print-directory)
-SERVE_LANE=(lint test-integration test-awx)
+SERVE_LANE=(lint test-integration)
 BUILD_LANE=(test-unit test-molecule test-cluster)
+SHARED=(test-awx)  # run by whichever lane finishes its own tiers first
 # The background prerequisites each tier waits for: vllm (.venv-vllm), ray (.venv-ray, built after .venv-vllm:
 # only the simulated cluster uses it, so integration and AWX start without waiting for it), docker (the engine and
 # the systemd image).
@@ -78,9 +84,14 @@ await() {
 run_lane() {
   local name="$1" started=$SECONDS target failed=()
   shift
-  for target in "$@"; do
+  for target in "$@" "${SHARED[@]}"; do
+    # A shared tier runs once, in the first lane to get here (mkdir is atomic: the other lane skips it).
+    if [[ " ${SHARED[*]} " == *" $target "* ]] && ! mkdir "$PREREQ_DIR/claimed-$target" 2>/dev/null; then
+      continue
+    fi
     # shellcheck disable=SC2086  # NEEDS holds a list of names
     await ${NEEDS[$target]}
+    log "$name lane: $target starts at $((SECONDS - started)) s"
     if ! "${MAKE_CMD[@]}" "$target"; then
       log "$name lane: $target FAILED after $((SECONDS - started)) s"
       failed+=("$target")
@@ -91,6 +102,35 @@ run_lane() {
     return 1
   fi
   log "$name lane: passed in $((SECONDS - started)) s"
+}
+
+# How busy the machine was, every 5 s (tests/output/lanes/cpu.tsv: seconds since start, busy % of all cores,
+# 1-min load): the measure of whether overlapping more could still gain (idle cores) or only work removed can
+# (a saturated machine). Measurement only; nothing gates on it.
+sample_cpu() {
+  local prev_total=0 prev_idle=0 total idle busy t0=$SECONDS
+  local -a f
+  printf 'elapsed_s\tbusy_pct\tload1\n' >"$LOG_DIR/cpu.tsv"
+  while true; do
+    read -ra f </proc/stat
+    total=0; for v in "${f[@]:1:8}"; do total=$((total + v)); done
+    idle=$((f[4] + f[5]))
+    if ((prev_total > 0 && total > prev_total)); then
+      busy=$((100 * ((total - prev_total) - (idle - prev_idle)) / (total - prev_total)))
+      printf '%s\t%s\t%s\n' "$((SECONDS - t0))" "$busy" "$(cut -d' ' -f1 /proc/loadavg)" >>"$LOG_DIR/cpu.tsv"
+    fi
+    prev_total=$total; prev_idle=$idle
+    sleep 5
+  done
+}
+sample_cpu &
+sampler=$!
+trap 'kill $sampler 2>/dev/null' EXIT
+
+cpu_summary() {
+  awk -F'\t' 'NR > 1 { n++; sum += $2; if ($2 < 75) low++; w = int($1 / 300); ws[w] += $2; wn[w]++ }
+    END { if (!n) exit; printf "lanes: cpu busy %.0f%% on average over %d s; under 75%% busy %.0f%% of the time; per 5 min:", sum / n, n * 5, 100 * low / n
+          for (i = 0; i in wn; i++) printf " %.0f", ws[i] / wn[i]; printf "\n" }' "$LOG_DIR/cpu.tsv"
 }
 
 started=$SECONDS
@@ -107,9 +147,10 @@ fi
 log "controller venv ready after $((SECONDS - started)) s; the lanes start"
 
 if [[ "${SPARKFLEET_TEST_LANES:-2}" == "1" ]]; then
-  run_lane serial lint test-unit test-integration test-molecule test-cluster test-awx
+  run_lane serial lint test-unit test-integration test-molecule test-cluster
   rc=$?
   await vllm ray docker  # no background job outlives the run
+  cpu_summary
   exit $rc
 fi
 
@@ -123,6 +164,7 @@ log "background prerequisites done after $((SECONDS - started)) s"
 wait "$serve"; serve_rc=$?
 wait "$build"; build_rc=$?
 log "both lanes done in $((SECONDS - started)) s (serve lane exit $serve_rc, build lane exit $build_rc)"
+cpu_summary
 
 # The lanes' lines are interleaved, and a CI report keeps only the end of the output: repeat what failed
 # (pytest's short summary of each failed lane, or its last lines when pytest never got that far) last.
