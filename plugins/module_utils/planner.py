@@ -45,7 +45,7 @@ import re
 
 # The inputs (request keys, their variables, coercion, PlanError) live in plan_inputs.py, the summary in plan_summary.py.
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import env_rules, plan_inputs, topology, vllm_flags
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog_conditions, env_rules, plan_inputs, topology, vllm_flags
 
 # The names callers read from here (planner.PlanError, planner.REQUEST_KEYS, planner.dev_mode_on) and the
 # coercion the resolution steps below use.
@@ -74,7 +74,11 @@ TUNING_KEYS = ("max_model_len", "max_num_batched_tokens", "gpu_memory_utilizatio
 
 
 def _defect_applies(defect, context):
-    return cat.conditions_hold(defect.get("when"), context)
+    try:
+        return catalog_conditions.conditions_hold(defect.get("when"), context)
+    except catalog_conditions.ConditionError as exc:
+        # A defect's condition is catalog data: the plan action reports a bad one as the catalog's error.
+        raise cat.CatalogError(str(exc)) from exc
 
 
 def _refusing_defects(release, context):
