@@ -8,7 +8,8 @@ The catalog is the single source of truth for models, drafters, hardware
 profiles, vLLM releases, rules and measured baselines. Everything here is pure:
 ``load_catalog`` reads the file once (cached per path and mtime) and the other
 functions answer questions about the loaded dict, so unit tests can feed a
-modified copy. Checking a catalog is ``catalog_validate``'s, rendering docs/catalog.md ``catalog_docs``'.
+modified copy. The `when` / `unless` conditions are evaluated by ``catalog_conditions``; checking a catalog
+and rendering docs/catalog.md are tools of the checkout (tests/harness/catalog_validate.py, catalog_docs.py).
 
 The catalog lives on the controller (it ships inside the collection); code
 that runs on a managed host receives the values it needs as arguments.
@@ -36,11 +37,6 @@ METRICS = ("single_stream_tok_s", "aggregate_8_tok_s", "kv_cache_tokens", "accep
 DRAFTER_NONE = "none"
 TOP_LEVEL_KEYS = ("defaults", "objectives", "bench_modes", "models", "drafters", "profiles", "releases", "rules",
                   "diagnostics", "baselines", "sweeps")
-# Keys a `when` / `unless` condition may test (release defects, smoke misses), and the plan context each reads.
-CONDITION_KEYS = ("profiles", "drafters", "models", "models_except", "min_nodes", "expert_parallel")
-# Smoke checks a model's smoke_expected_misses may name (plugins/module_utils/smoke.py grades them).
-SMOKE_CHECKS = ("auth", "chat", "thinking", "tools", "vision", "audio", "accuracy")
-DIAGNOSTIC_FIELDS = ("id", "patterns", "title", "explanation", "fix")
 
 _CACHE = {}
 
@@ -177,38 +173,6 @@ def diagnostics(catalog):
     if not table:
         raise CatalogError("the catalog has no diagnostics table")
     return list(table)
-
-
-def conditions_hold(when, context):
-    """True when every condition of ``when`` holds for ``context``.
-
-    ``when`` uses the catalog's condition keys (profiles, drafters, models,
-    models_except, min_nodes, expert_parallel); ``context`` carries profile,
-    drafter, model, node_count and expert_parallel. A condition on a value the
-    context lacks (None) does not hold. An empty ``when`` always holds.
-    """
-    when = when or {}
-    context = context or {}
-    for key, wanted in when.items():
-        if key == "min_nodes":
-            have = context.get("node_count")
-            if have is None or int(have) < int(wanted):
-                return False
-        elif key == "expert_parallel":
-            have = context.get("expert_parallel")
-            if have is None or bool(have) != bool(wanted):
-                return False
-        elif key in ("profiles", "drafters", "models"):
-            have = context.get(key[:-1])
-            if have is None or have not in wanted:
-                return False
-        elif key == "models_except":
-            have = context.get("model")
-            if have is None or have in wanted:
-                return False
-        else:
-            raise CatalogError("unknown condition %s (valid: %s)" % (key, ", ".join(CONDITION_KEYS)))
-    return True
 
 
 # --- names -------------------------------------------------------------------

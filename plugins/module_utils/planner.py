@@ -45,7 +45,7 @@ import re
 
 # The inputs (request keys, their variables, coercion, PlanError) live in plan_inputs.py, the summary in plan_summary.py.
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import env_rules, plan_inputs, topology, vllm_flags
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog_conditions, env_rules, plan_inputs, plan_settings, topology, vllm_flags
 
 # The names callers read from here (planner.PlanError, planner.REQUEST_KEYS, planner.dev_mode_on) and the
 # coercion the resolution steps below use.
@@ -74,7 +74,11 @@ TUNING_KEYS = ("max_model_len", "max_num_batched_tokens", "gpu_memory_utilizatio
 
 
 def _defect_applies(defect, context):
-    return cat.conditions_hold(defect.get("when"), context)
+    try:
+        return catalog_conditions.conditions_hold(defect.get("when"), context)
+    except catalog_conditions.ConditionError as exc:
+        # A defect's condition is catalog data: the plan action reports a bad one as the catalog's error.
+        raise cat.CatalogError(str(exc)) from exc
 
 
 def _refusing_defects(release, context):
@@ -487,222 +491,9 @@ class _Planner(object):
 
     # -- settings ------------------------------------------------------------------------
 
-    def mnbt_tradeoff_text(self, trade, where):
-        """The notes' measured trade of a lower --max-num-batched-tokens for this model on this profile."""
-        return ("%s %s on %s at %d-token prompts: %.1fx the KV cache, TTFT %+d%%, throughput %+d%% at %d streams, p99 ITL "
-                "%d ms -> %d ms" % (self.model_name, where, self.profile_name, trade["prompt_tokens"], trade["kv_cache_ratio"],
-                                    trade["ttft_change_pct"], trade["throughput_change_pct"], trade["concurrency"],
-                                    trade["p99_itl_ms"][0], trade["p99_itl_ms"][1]))
-
-    def check_vision_fit(self):
-        """A model that fits only without vision, served with it: the longest request its KV cache holds depends on
-        --max-num-batched-tokens (the activation peak), so the catalog keeps one figure per measured setting."""
-        fits = self.model_rules.get("vision_max_model_len_by_mnbt") or {}
-        if not (self.required_lmo and not self.language_model_only and fits):
-            return
-        measured = sorted(int(k) for k in fits)
-        # The figure of the nearest measured setting at or above this one (a larger budget leaves less KV).
-        key = next((k for k in measured if k >= self.mnbt), measured[-1])
-        vision_max = int(fits[key])
-        if self.max_model_len > vision_max:
-            lower = [k for k in measured if k < key]
-            hint = (" With vllm_max_num_batched_tokens=%d it holds %s." % (lower[0], _fmt(int(fits[lower[0]])))) if lower else ""
-            _refuse("vision-fit", "%s on %s fits only without vision: with the vision tower and --max-num-batched-tokens %d its KV "
-                    "cache holds one %s-token request; set vllm_language_model_only=true (or vllm_max_model_len <= %d).%s" % (
-                        self.model_name, self.profile_name, key, _fmt(vision_max), vision_max, hint),
-                    "vllm_language_model_only", False)
-        self.warn("%s on %s with vision: one request of at most %s tokens fits in the KV cache at --max-num-batched-tokens "
-                  "%d (the notes)" % (self.model_name, self.profile_name, _fmt(vision_max), key))
-
     def resolve_settings(self):
-        model, rules, profile = self.model, self.rules, self.profile
-        multimodal_model = bool(model.get("vision"))
-
-        # language-model-only
-        lmo = _as_bool(self.request, "language_model_only")
-        required_lmo = bool(self.model_rules.get("language_model_only"))
-        if lmo is None:
-            lmo = required_lmo
-            if lmo:
-                self.reason("--language-model-only: %s fits on %s only without the vision tower" % (self.model_name, self.profile_name))
-        else:
-            self.overridden.append("language_model_only")
-            if lmo:
-                self.reason("--language-model-only: requested (drops the vision encoder; image requests get a 400)")
-        if lmo and not multimodal_model:
-            self.warn("vllm_language_model_only has no effect: %s is text-only" % self.model_name)
-            lmo = False
-        self.language_model_only = lmo
-        self.vision = multimodal_model and not lmo
-
-        # max model len
-        limit = int(model["max_context"])
-        default_len = self.model_rules.get("max_model_len") or limit
-        by_drafter = (self.model_rules.get("max_model_len_by_drafter") or {}).get(self.drafter)
-        if by_drafter:
-            default_len = by_drafter
-        mml = _as_int(self.request, "max_model_len", minimum=1)
-        if mml is None:
-            mml = default_len
-            if mml == limit:
-                self.reason("--max-model-len %d: the full native context of %s" % (mml, self.model_name))
-            else:
-                self.reason("--max-model-len %d: what fits for %s%s on %s" % (
-                    mml, self.model_name, " + " + self.drafter if by_drafter else "", self.profile_name))
-        else:
-            self.overridden.append("max_model_len")
-            if mml > limit:
-                _refuse("max-model-len", "%s supports at most %d tokens of context; set vllm_max_model_len <= %d" % (
-                    self.model_name, limit, limit), "vllm_max_model_len", mml)
-            if mml > default_len:
-                self.warn("--max-model-len %d is above the %d measured for %s%s on %s: vLLM exits at startup if one full-length "
-                          "request does not fit in the KV cache" % (
-                              mml, default_len, self.model_name, " + " + self.drafter if by_drafter else "", self.profile_name))
-            self.reason("--max-model-len %d: requested" % mml)
-            if mml != default_len and not self.profile.get("stand_in"):
-                self.warn("--max-model-len %d differs from the shipped %d: it invalidates vLLM's compile cache, so the next "
-                          "start compiles from scratch (minutes longer)%s" % (
-                              mml, default_len, "; on %s the first start then fails once more for lack of KV cache" % (
-                                  self.profile_name) if self.model_rules.get("first_start_failure") else ""))
-        self.required_lmo = required_lmo
-        self.max_model_len = mml
-
-        # images and audio
-        images = _as_int(self.request, "images_per_prompt", minimum=1)
-        if images is not None and not self.vision:
-            self.warn("vllm_images_per_prompt is ignored: %s is served without vision" % self.model_name)
-        if images is None:
-            images = rules["images_per_prompt"]
-        elif self.vision:
-            self.overridden.append("images_per_prompt")
-            if images > rules["images_per_prompt"]:
-                self.warn("%d images per prompt is above the %d the baselines and load tests used" % (images, rules["images_per_prompt"]))
-        self.images_per_prompt = images if self.vision else 0
-        audio = _as_bool(self.request, "enable_audio")
-        if audio and not model.get("audio"):
-            audio_models = [k for k, v in self.catalog["models"].items() if v.get("audio")]
-            _refuse("audio", "%s has no audio input (audio is supported by %s); set vllm_enable_audio=false" % (
-                self.model_name, ", ".join(audio_models)), "vllm_enable_audio", True)
-        if audio and lmo:
-            _refuse("audio", "audio input needs the multimodal encoders, which --language-model-only drops; set "
-                    "vllm_enable_audio=false or vllm_language_model_only=false", "vllm_enable_audio", True)
-        self.audio = bool(model.get("audio")) and not lmo if audio is None else bool(audio)
-
-        # max-num-batched-tokens
-        default_mnbt = self.model_rules.get("max_num_batched_tokens") or profile["max_num_batched_tokens"]
-        mnbt = _as_int(self.request, "max_num_batched_tokens", minimum=1)
-        floor = rules["multimodal_min_num_batched_tokens"]
-        if mnbt is None:
-            if default_mnbt < floor and (self.vision or self.audio):
-                default_mnbt = profile["max_num_batched_tokens"]  # the text-only setting does not apply with the encoder
-            mnbt = default_mnbt
-            if mnbt != rules["max_num_batched_tokens"]:
-                self.reason("--max-num-batched-tokens %d: the %s setting for %s (the activation peak scales with it; "
-                            "every GiB saved goes to the KV cache)" % (mnbt, self.profile_name, self.model_name))
-            else:
-                self.reason("--max-num-batched-tokens %d: swept on all five models; lower only trades p99 ITL for KV cache"
-                            % mnbt)
-        else:
-            self.overridden.append("max_num_batched_tokens")
-            if mnbt < floor and (self.vision or self.audio):
-                _refuse("mnbt-floor", "--max-num-batched-tokens %d is below the %d floor of a multimodal Gemma 4 (vLLM refuses to "
-                        "start: max_tokens_per_mm_item %d is larger than max_num_batched_tokens); set vllm_max_num_batched_tokens "
-                        ">= %d, or vllm_language_model_only=true to drop the encoder" % (
-                            mnbt, floor, rules["mm_item_tokens"], floor), "vllm_max_num_batched_tokens", mnbt)
-            cap = profile.get("max_num_batched_tokens_max")
-            if cap and mnbt > cap:
-                _refuse("mnbt-cap", "--max-num-batched-tokens %d does not fit on %s: at 32768 the activation peak leaves 7.47 GiB "
-                        "of KV against the 8.85 GiB one full-context request needs; set vllm_max_num_batched_tokens <= %d "
-                        "(shipped: %d)" % (mnbt, self.profile_name, cap, default_mnbt), "vllm_max_num_batched_tokens", mnbt)
-            trade = self.model_rules.get("mnbt_tradeoff")
-            if trade and mnbt <= trade["max_num_batched_tokens"]:
-                self.warn(self.mnbt_tradeoff_text(trade, "at --max-num-batched-tokens %d" % mnbt)
-                          + ": right for long-context batch work, wrong for interactive serving")
-            elif mnbt < rules["max_num_batched_tokens"] and not profile.get("stand_in"):
-                self.warn("--max-num-batched-tokens %d below 32768: when a prefill chunk fills the budget it stalls decoding "
-                          "streams; p99 ITL measured 5-15x worse" % mnbt)
-            self.reason("--max-num-batched-tokens %d: requested" % mnbt)
-        self.mnbt = mnbt
-        trade = self.model_rules.get("mnbt_tradeoff")
-        if trade and mnbt > trade["max_num_batched_tokens"]:
-            self.reason("long-context batch work on %s: vllm_max_num_batched_tokens=%d trades tail latency for memory (%s)"
-                        % (self.profile_name, trade["max_num_batched_tokens"],
-                           self.mnbt_tradeoff_text(trade, "measured")))
-        self.check_vision_fit()
-
-        # GPU memory utilization
-        default_util = profile["gpu_memory_utilization"]
-        util = _as_float(self.request, "gpu_memory_utilization")
-        if util is None:
-            util = default_util
-            if profile.get("unified_memory"):
-                self.reason("--gpu-memory-utilization %s: unified memory; higher fractions starve the host during KV "
-                            "allocation%s" % (util, " (a per-node fraction)" if self.cluster else ""))
-            elif profile.get("stand_in"):
-                self.reason("--gpu-memory-utilization %s: on the CPU build this is the fraction of host RAM" % util)
-            else:
-                self.reason("--gpu-memory-utilization %s: leaves headroom for CUDA graph capture" % util)
-        else:
-            self.overridden.append("gpu_memory_utilization")
-            if not 0 < util <= 1:
-                _refuse("gpu-util", "--gpu-memory-utilization must be a fraction in (0, 1], got %s; set vllm_gpu_memory_utilization "
-                        "to e.g. %s" % (util, default_util), "vllm_gpu_memory_utilization", util)
-            if profile.get("unified_memory") and util > rules["unified_memory_max_utilization"]:
-                cap = rules["unified_memory_max_utilization"]
-                _refuse("gpu-util-unified", "%s has unified memory: --gpu-memory-utilization %s starves the host during KV-cache "
-                        "allocation (0.92 needed a power cycle); set vllm_gpu_memory_utilization <= %s%s" % (
-                            self.profile_name, util, cap, " (per node)" if self.cluster else ""),
-                        "vllm_gpu_memory_utilization", util)
-            if util > default_util:
-                if profile.get("stand_in"):
-                    self.warn("--gpu-memory-utilization %s on the CPU build is a fraction of host RAM: only %s is measured "
-                              "(0.92 was refused)" % (util, default_util))
-                elif not profile.get("unified_memory"):
-                    self.warn("--gpu-memory-utilization %s is above %s: pushing it higher can OOM during CUDA graph capture "
-                              "after the KV cache is allocated" % (util, default_util))
-            self.reason("--gpu-memory-utilization %s: requested" % util)
-        self.gpu_util = util
-
-        # max-num-seqs
-        seqs = _as_int(self.request, "max_num_seqs", minimum=1)
-        if seqs is None:
-            seqs = rules["max_num_seqs"]
-            self.reason("--max-num-seqs %d: sized for a handful of concurrent clients" % seqs)
-        else:
-            self.overridden.append("max_num_seqs")
-            self.reason("--max-num-seqs %d: requested" % seqs)
-        self.max_num_seqs = seqs
-
-        # endpoint
-        self.port = _as_int(self.request, "port", minimum=1, maximum=65535) or self.catalog["defaults"]["port"]
-        served = self.request.get("served_name")
-        if _unset(served):
-            served = model["served_name"]
-        else:
-            served = str(served).strip()
-            if re.search(r"\s", served):
-                _refuse("served-name", "vllm_served_model_name %r contains whitespace; set a name such as %s" % (
-                    served, model["served_name"]), "vllm_served_model_name", served)
-            self.reason("--served-model-name %s: requested" % served)
-        self.served_name = served
-        api_key = self.request.get("api_key")
-        if not _unset(api_key):
-            if not isinstance(api_key, str) or re.search(r"\s", api_key) or len(api_key) < 8:
-                _refuse("api-key", "vllm_api_key must be a string of at least 8 characters without whitespace; set a longer key "
-                        "(its value is never shown)", "vllm_api_key")
-            problems = env_rules.env_value_problems(api_key)
-            if problems:
-                _refuse("api-key-characters", "vllm_api_key has characters an env file or systemd would not carry unchanged: "
-                        "%s; use only %s (its value is never shown)" % (", ".join(problems), env_rules.ENV_VALUE_ALLOWED_TEXT),
-                        "vllm_api_key")
-            self.secret_env.append("VLLM_API_KEY")
-            self.reason("API key: served through the VLLM_API_KEY secret (kept out of argv, environment and logs)")
-        if self.model.get("source") == "huggingface":
-            self.secret_env.insert(0, "HF_TOKEN")
-
-        self.extra_args = _as_arg_list(self.request)
-        if self.extra_args:
-            self.overridden.append("extra_args")
+        """One step per serving setting (plan_settings.py)."""
+        plan_settings.resolve(self)
 
     # -- extra args --------------------------------------------------------------------
 

@@ -19,14 +19,21 @@ _SPEC.loader.exec_module(_SHARED)
 REPO, IN_CI, require, run, tool = _SHARED.REPO, _SHARED.IN_CI, _SHARED.require, _SHARED.run, _SHARED.tool
 failed_tasks, without_processes = _SHARED.failed_tasks, _SHARED.without_processes
 
-DEVICE = REPO / "tests" / "harness" / "device"
+HARNESS = REPO / "tests" / "harness"
+DEVICE = HARNESS / "device"
 
 
-def load_h200_catalog_module():
-    spec = importlib.util.spec_from_file_location("h200_catalog", DEVICE / "h200_catalog.py")
+def load_harness_module(relative):
+    """A tool of tests/harness/ (not a package), loaded by its path: load_harness_module("catalog_docs.py")."""
+    path = HARNESS / relative
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def load_h200_catalog_module():
+    return load_harness_module("device/h200_catalog.py")
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,10 @@ import yaml
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import bench_report as br
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog_validate, diagnose, planner
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import diagnose, planner
+from conftest import load_harness_module
 
+catalog_validate = load_harness_module("catalog_validate.py")
 REPO = pathlib.Path(__file__).resolve().parents[2]
 RUN = REPO / "tests" / "fixtures" / "h200" / "collection-run"
 DEVICE = REPO / "tests" / "harness" / "device"

@@ -12,8 +12,10 @@ import shlex
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import bench_report as br
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog_validate, planner, smoke
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import planner, smoke
+from conftest import load_harness_module
 
+catalog_validate = load_harness_module("catalog_validate.py")
 REPO = pathlib.Path(__file__).resolve().parents[2]
 RUN = REPO / "tests" / "fixtures" / "h200" / "gemma4-run"
 STANDARD = RUN / "20261203T075753Z-standard-gemma-4-tiny.json"

@@ -170,6 +170,16 @@ def test_v030_slowdown_is_a_warning_on_rtx_only(catalog):
     assert not any("0.25 ms" in w for w in make(catalog, profile="dgx_spark", model="e2b")["warnings"])
 
 
+def test_a_defect_with_an_unknown_condition_is_the_catalogs_error(catalog):
+    """The plan action reports a CatalogError as a refusal; a defect's bad condition stays one (catalog_conditions)."""
+    broken = copy.deepcopy(catalog)
+    defect = next(d for r in broken["releases"].values() for d in r.get("defects") or [])
+    defect["when"] = {"gpus": [1]}
+    with pytest.raises(cat.CatalogError, match="unknown condition gpus"):
+        planner.plan(broken, {"profile": "rtx_pro_6000", "release": next(
+            name for name, r in broken["releases"].items() if defect in (r.get("defects") or []))})
+
+
 @pytest.mark.parametrize("release,needed", [("v0.26.0", True), ("v0.27.0", True), ("v0.29.0", False), ("v0.30.0", False)])
 def test_v2_model_runner_only_where_the_release_needs_it(catalog, release, needed):
     plan = make(catalog, profile="rtx_pro_6000", model="26b-a4b", drafter="mtp", release=release)

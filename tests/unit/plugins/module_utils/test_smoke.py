@@ -10,8 +10,8 @@ import json
 import pytest
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog_conditions, png, smoke
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import openai_client as oc
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import png, smoke
 
 CATALOG = cat.load_catalog()
 
@@ -243,7 +243,8 @@ def test_resolve_misses_forms_and_errors():
     assert smoke.resolve_misses(table, {}) == {"vision": ["reads_llm"]}
     with pytest.raises(ValueError):
         smoke.resolve_misses({"speling": ["x"]})
-    with pytest.raises(cat.CatalogError):
+    # An unknown condition is a ValueError, which the smoke module reports as a malformed expected_misses.
+    with pytest.raises(catalog_conditions.ConditionError, match="unknown condition gpus"):
         smoke.resolve_misses({"vision": [{"miss": "reads_llm", "when": {"gpus": [1]}}]}, {})
 
 

@@ -1,31 +1,37 @@
-# -*- coding: utf-8 -*-
-# Copyright (c) 2026 sparkfleet.vllm contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-# SPDX-License-Identifier: GPL-3.0-or-later
-"""Check a loaded catalog for the mistakes the planner would otherwise meet at plan time.
+"""Check a catalog for the mistakes the planner would otherwise meet at plan time (a tool of the checkout).
 
 ``validate_catalog`` returns a list of problems (empty when the catalog is sound): unknown names in conditions,
 figures that are not figures, smoke misses and diagnostics that name what does not exist. The unit tests run it
-on the shipped catalog and on broken copies; the loader and the queries live in ``catalog``.
+on the shipped catalog and on broken copies (tests/unit/harness/test_catalog_validate.py); no plugin calls it,
+so it does not ship in the collection. The loader and the queries live in plugins/module_utils/catalog.py.
+
+    python tests/harness/catalog_validate.py [CATALOG.yml]
+
+prints each problem of data/catalog.yml (or of the catalog named, such as one passed as the plan's
+catalog_path) and exits 1 when there is one.
 """
-
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
+import pathlib
 import re
+import sys
 
-from ansible_collections.sparkfleet.vllm.plugins.module_utils.catalog import (
-    CONDITION_KEYS,
-    DIAGNOSTIC_FIELDS,
+REPO = pathlib.Path(__file__).resolve().parents[2]
+# The collection's plugins as ansible_collections.sparkfleet.vllm.*, straight from the checkout.
+sys.path.insert(0, str(REPO / ".collections"))
+
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.catalog import (  # noqa: E402
     DRAFTER_NONE,
     METRICS,
-    SMOKE_CHECKS,
     TOP_LEVEL_KEYS,
     baseline_rows,
     drafter_checkpoint,
+    load_catalog,
     version_tuple,
 )
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.catalog_conditions import CONDITION_KEYS  # noqa: E402
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.smoke import CHECKS as SMOKE_CHECKS  # noqa: E402
+
+# The fields of a diagnostics entry (plugins/module_utils/diagnose.py reads them).
+DIAGNOSTIC_FIELDS = ("id", "patterns", "title", "explanation", "fix")
 
 
 def _is_figure(value):
@@ -231,3 +237,16 @@ def validate_catalog(catalog):
             problems.append("%s: duplicates %s" % (where, seen[key]))
         seen[key] = where
     return problems
+
+
+def main(argv):
+    catalog = load_catalog(argv[1] if len(argv) > 1 else None, use_cache=False)
+    problems = validate_catalog(catalog)
+    for problem in problems:
+        print(problem)
+    print("%d problem(s)" % len(problems))
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,12 +1,15 @@
-# -*- coding: utf-8 -*-
-# Copyright (c) 2026 sparkfleet.vllm contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-# SPDX-License-Identifier: GPL-3.0-or-later
-"""docs/catalog.md, rendered from the catalog (a unit test keeps the file in step with data/catalog.yml)."""
+"""docs/catalog.md, rendered from data/catalog.yml (a tool of the checkout; no plugin calls it).
 
-from __future__ import absolute_import, division, print_function
+tests/unit/harness/test_catalog_docs.py keeps docs/catalog.md equal to ``render_markdown(load_catalog())``.
+Regenerate the page after changing the catalog:
 
-__metaclass__ = type
+    python tests/harness/catalog_docs.py
+"""
+import pathlib
+import sys
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+PAGE = REPO / "docs" / "catalog.md"
 
 
 def _cell(value):
@@ -38,12 +41,12 @@ def _conditions_text(entry):
 
 
 def render_markdown(catalog):
-    """docs/catalog.md, generated from the catalog (a unit test keeps the file in step)."""
+    """docs/catalog.md's text for ``catalog`` (a loaded catalog)."""
     out = [
         "# Catalog",
         "",
-        "<!-- Generated from data/catalog.yml by sparkfleet.vllm.plugins.module_utils.catalog_docs.render_markdown;",
-        "     do not edit by hand. Regenerate: REGENERATE_DOCS=1 pytest tests/unit/plugins/module_utils/test_catalog.py -->",
+        "<!-- Generated from data/catalog.yml by tests/harness/catalog_docs.py; do not edit by hand.",
+        "     Regenerate: python tests/harness/catalog_docs.py -->",
         "",
         "Everything the planner, the templates, the docs and the throughput gate know about Gemma 4 NVFP4 on",
         "NVIDIA Blackwell lives in `data/catalog.yml`. Read it in playbooks with the `sparkfleet.vllm.catalog` lookup",
@@ -155,3 +158,17 @@ def render_markdown(catalog):
                   [[r["drafter"], r["k"], r.get("single_stream_tok_s"), r.get("aggregate_8_tok_s")] for r in spec["rows"]])
     out.append("")
     return "\n".join(out)
+
+
+def main():
+    # The collection's plugins as ansible_collections.sparkfleet.vllm.*, straight from the checkout.
+    sys.path.insert(0, str(REPO / ".collections"))
+    from ansible_collections.sparkfleet.vllm.plugins.module_utils.catalog import load_catalog
+
+    PAGE.write_text(render_markdown(load_catalog(use_cache=False)), encoding="utf-8")
+    print("wrote %s" % PAGE.relative_to(REPO))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
