@@ -9,6 +9,12 @@
 #   TAG=b bash tests/harness/device/gpu-ratios.sh             # ...which, within the warm window, finds it healthy
 #                                                             # and only runs more rounds (ratio-rounds-b.*)
 #   MODEL=tiny_gemma4_h200 bash tests/harness/device/gpu-ratios.sh   # the test catalog's tiny Gemma 4 MoE
+#   RATIO_ARGS="--repeats 2 --cell-warmup --sweep-prompts 16,64,256 --c64-tokens 1024" ...  # pass 6's rounds
+#   PIN=0 ...                                   # server and clients unpinned (passes 1-5)
+#
+# Pass 6: the server (API process and engine core) and the clients (gpu_ratios.py, `vllm bench serve` in it)
+# run on disjoint halves of the CPUs (cpu_halves), unless PIN=0: a tiny model on an H200 is bound by Python on
+# the CPU, on both sides of the socket, and the two competed for the same cores before.
 #
 # The server: without MODEL, the one gpu-run.sh measures (the random 4-layer Llama of lib.sh,
 # --gpu-memory-utilization 0.5); with MODEL=tiny_gemma4_h200, the Gemma 4 stand-in (h200_catalog.GEMMA4_SPEC)
@@ -23,7 +29,7 @@ REPO=$PWD
 R=/tmp/gpu-ratios
 TAG=${TAG:+-$TAG}
 mkdir -p "$R/logs" /tmp/kit /tmp/site
-: > "$R/summary.txt"
+[ -n "$TAG" ] || : > "$R/summary.txt"   # a TAG call adds to the first call's summary
 # shellcheck source=tests/harness/device/lib.sh
 . "$REPO/tests/harness/device/lib.sh"
 finish() {
@@ -36,10 +42,22 @@ finish() {
 
 export PYTHONPATH=/tmp/site:$REPO/.collections
 export HF_HOME=/tmp/hf HF_HUB_OFFLINE=1
+CLIENT_PIN=() SERVER_CPUS="" CLIENT_CPUS=""
+if [ "${PIN:-1}" != 0 ]; then
+  read -r SERVER_CPUS CLIENT_CPUS < <(cpu_halves)
+  export SERVER_CPUS
+  CLIENT_PIN=(taskset -c "$CLIENT_CPUS")
+fi
+PREVIOUS=()
 if [ -n "$TAG" ] && up && [ -f "$R/snapshot" ]; then
   SNAP=$(cat "$R/snapshot")
   log "server from the previous call still healthy: rounds only"
+  mapfile -t PREVIOUS < <(ls "$R"/ratio-rounds*.jsonl | grep -v "/ratio-rounds$TAG.jsonl\$")
+  [ "${#PREVIOUS[@]}" = 0 ] || PREVIOUS=(--previous "${PREVIOUS[@]}")
 else
+PINNING="server (API process and engine core) on CPUs $SERVER_CPUS, clients on CPUs $CLIENT_CPUS"
+[ -n "${SERVER_CPUS:-}" ] || PINNING="server and clients unpinned"
+log "cpus: $(nproc) online, $(lscpu | sed -n 's/^Model name: *//p'), $(lscpu | sed -n 's/^Thread(s) per core: *//p') threads a core; $PINNING"
 unpack_kit /tmp/site
 check_imports
 tail -1 "$R/logs/import.log" | tee -a "$R/summary.txt"
@@ -68,11 +86,16 @@ echo "$SERVER" > "$R/server.pid"   # setsid: its process group, ended by id afte
 wait_healthy $((T0 + BUDGET_S - 100)) \
   || { log "not healthy"; tail -30 "$R/logs/server.log"; kill -- -"$SERVER" 2>/dev/null; finish 1; }
 log "healthy after $healthy s"
+affinity "$SERVER" > "$R/logs/server-affinity.txt"
+log "server processes and their CPUs: $(awk '{printf "%s%s %s [%s]", (NR > 1 ? "; " : ""), $1, $2, $3}' "$R/logs/server-affinity.txt")"
 fi
 
-python3 tests/harness/device/gpu_ratios.py --url http://127.0.0.1:8000 --model "$(cat "$R/served")" --tokenizer "$SNAP" \
-  --rounds "${ROUNDS:-8}" --tokens "${TOKENS:-256}" --prompt-tokens 64 --deadline $((DEADLINE - 8)) --only "${ONLY:-}" \
-  --out "$R/ratio-rounds$TAG.jsonl" --workdir "$R/vb" > "$R/logs/ratios$TAG.log" 2>&1
+log "rounds${TAG:+ ($TAG)}: ${CLIENT_PIN[*]:-unpinned} gpu_ratios.py ${RATIO_ARGS:-}"
+# shellcheck disable=SC2086  # RATIO_ARGS: words
+"${CLIENT_PIN[@]}" python3 tests/harness/device/gpu_ratios.py --url http://127.0.0.1:8000 --model "$(cat "$R/served")" \
+  --tokenizer "$SNAP" --rounds "${ROUNDS:-8}" --tokens "${TOKENS:-256}" --prompt-tokens 64 --deadline $((DEADLINE - 8)) \
+  --only "${ONLY:-}" ${RATIO_ARGS:-} "${PREVIOUS[@]}" --out "$R/ratio-rounds$TAG.jsonl" --workdir "$R/vb" \
+  > "$R/logs/ratios$TAG.log" 2>&1
 log "ratios rc=$?"
 cat "$R/ratio-rounds$TAG-summary.txt" >> "$R/summary.txt" 2>/dev/null || tail -20 "$R/logs/ratios$TAG.log" >> "$R/summary.txt"
 [ -n "${KEEP_SERVER:-}" ] || kill -- -"$(cat "$R/server.pid")" 2>/dev/null

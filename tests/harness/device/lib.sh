@@ -61,13 +61,42 @@ up() {
 # start_server LOG ARGS...: vLLM's API server with ARGS, in a session of its own (setsid: the caller ends it by
 # its process group, kill -- -"$SERVER"), with VLLM_SERVER_DEV_MODE=1 (the sweep resets the prefix cache) and
 # VLLM_USE_FLASHINFER_SAMPLER=0 (no 120 s sampler build on a fresh machine: time the rounds need; both sides
-# of a pair share the server, so the sampler biases no ratio). Sets SERVER and S_START.
+# of a pair share the server, so the sampler biases no ratio). With SERVER_CPUS set (a taskset list), the
+# server and every process it starts (the engine core) run on those CPUs only. Sets SERVER and S_START.
 start_server() {
-  local out=$1; shift
+  local out=$1 pin=(); shift
+  [ -z "${SERVER_CPUS:-}" ] || pin=(taskset -c "$SERVER_CPUS")
   S_START=$(now)
-  VLLM_SERVER_DEV_MODE=1 VLLM_USE_FLASHINFER_SAMPLER=0 setsid python3 -m vllm.entrypoints.openai.api_server "$@" \
-    > "$out" 2>&1 &
+  VLLM_SERVER_DEV_MODE=1 VLLM_USE_FLASHINFER_SAMPLER=0 "${pin[@]}" setsid python3 -m vllm.entrypoints.openai.api_server \
+    "$@" > "$out" 2>&1 &
   SERVER=$!
+}
+
+# cpu_halves: this machine's CPUs in two halves, hyperthread siblings kept in one half ("0-3,8-11 4-7,12-15"
+# style, as taskset lists): the server's, then the clients', so neither competes for the other's cores.
+cpu_halves() {
+  python3 - <<'PY'
+import os
+cores = {}
+for cpu in sorted(os.sched_getaffinity(0)):
+    try:
+        with open("/sys/devices/system/cpu/cpu%d/topology/thread_siblings_list" % cpu) as handle:
+            siblings = handle.read().strip()
+    except OSError:
+        siblings = str(cpu)
+    cores.setdefault(siblings, []).append(cpu)
+groups = sorted(cores.values())
+half = len(groups) // 2
+print(" ".join(",".join(str(c) for c in sorted(c for g in part for c in g)) for part in (groups[:half], groups[half:])))
+PY
+}
+
+# affinity PGID: each process of the group with its name and the CPUs it may run on, one a line.
+affinity() {
+  local pid
+  for pid in $(pgrep -g "$1"); do
+    echo "$pid $(cat "/proc/$pid/comm" 2>/dev/null) $(taskset -pc "$pid" 2>/dev/null | sed 's/.*: //')"
+  done
 }
 
 # wait_healthy UNTIL: until /health answers, the server exits or the epoch second UNTIL. Sets healthy (seconds
