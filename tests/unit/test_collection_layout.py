@@ -73,6 +73,21 @@ def test_version_is_the_next_release_and_pinned_everywhere():
     assert awx["awx_project_scm_branch"] == "v" + version, "the AWX project must sync the tag make release creates"
 
 
+VERSION_ADDED = re.compile(r"^\s*version_added:\s*[\"']?([0-9][0-9.]*)[\"']?\s*$", re.M)
+
+
+def test_version_added_names_a_release():
+    """Every plugin's and option's version_added is a release of changelogs/changelog.yaml or the pending one in
+    galaxy.yml: antsibull-changelog lists a plugin under the release its version_added names ("New Modules",
+    "New Plugins"), so a version that was never released (0.1.0) hides it from every release's notes."""
+    releases = {str(v) for v in load(REPO / "changelogs/changelog.yaml")["releases"]}
+    releases.add(str(load(REPO / "galaxy.yml")["version"]))
+    sources = sorted((REPO / "plugins").rglob("*.py")) + sorted((REPO / "plugins").rglob("*.yml"))
+    stray = ["%s: %s" % (p.relative_to(REPO), v) for p in sources
+             for v in VERSION_ADDED.findall(p.read_text(encoding="utf-8")) if v not in releases]
+    assert not stray, "version_added names no release of %s: %s" % (sorted(releases), stray)
+
+
 def test_requires_ansible_is_a_range():
     runtime = load(REPO / "meta/runtime.yml")
     spec = runtime["requires_ansible"]
