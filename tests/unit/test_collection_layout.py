@@ -67,7 +67,10 @@ def test_version_is_the_next_release_and_pinned_everywhere():
         assert _version(version) > released[-1], "fragments pending but galaxy.yml's %s is already released" % version
     else:
         assert _version(version) == released[-1], "galaxy.yml's %s is not the newest release" % version
+    ee = load(REPO / "execution-environment.yml")
     assert "sparkfleet-vllm-%s.tar.gz" % version in (REPO / "execution-environment.yml").read_text(encoding="utf-8")
+    assert [tag.rsplit(":", 1)[-1] for tag in ee["options"]["tags"]] == [version], (
+        "execution-environment.yml tags the image %s, not the version it bakes in" % ee["options"]["tags"])
     awx = load(REPO / "awx/vars/main.yml")
     assert awx["awx_ee_image"].endswith(":" + version)
     assert awx["awx_project_scm_branch"] == "v" + version, "the AWX project must sync the tag make release creates"
