@@ -256,3 +256,28 @@ def test_readme_works_on_galaxy():
         readme = (role / "README.md").read_text(encoding="utf-8")
         relative = [link for link in re.findall(r"\]\(([^)]+)\)", readme) if not link.startswith(("https://", "#"))]
         assert not relative, "%s/README.md: relative links %s" % (role.name, relative)
+
+
+REPOSITORY_LINK = re.compile(r"\]\((https://github\.com/sparkfleet/vllm/(?:blob|tree)/main/([^)#]+))(?:#([^)]+))?\)")
+
+
+def _anchors(markdown):
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens."""
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+            for heading in re.findall(r"^#+ (.+)$", markdown, re.M)}
+
+
+def test_readme_links_name_files_of_the_repository():
+    """The absolute links Galaxy renders (README.md, each role's README) name files and headings that exist on the
+    repository's main branch, which this checkout becomes: a renamed page or heading breaks them silently."""
+    repository = load(REPO / "galaxy.yml")["repository"]
+    assert repository == "https://github.com/sparkfleet/vllm", "the links below assume %s" % repository
+    broken = []
+    for readme in [REPO / "README.md"] + [role / "README.md" for role in ROLES]:
+        for url, path, anchor in REPOSITORY_LINK.findall(readme.read_text(encoding="utf-8")):
+            target = REPO / path
+            if not target.exists():
+                broken.append("%s: %s" % (readme.relative_to(REPO), url))
+            elif anchor and anchor not in _anchors(target.read_text(encoding="utf-8")):
+                broken.append("%s: %s#%s (no such heading)" % (readme.relative_to(REPO), url, anchor))
+    assert not broken, broken
