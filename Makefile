@@ -14,7 +14,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 .PHONY: help venv lint lint-python lint-yaml lint-ansible sanity test test-unit \
-        test-integration test-molecule test-cluster test-awx test-times times-reset demo build release clean \
+        test-integration test-molecule test-cluster test-awx test-lowest-core test-times times-reset demo build release clean \
         vllm-serve-flags
 
 help:
@@ -22,6 +22,7 @@ help:
 	@echo "make test              every test tier, in two lanes (lint, integration, awx | unit, molecule, cluster)"
 	@echo "make venv              controller toolchain in $(VENV)"
 	@echo "make lint | test-unit | test-integration | test-molecule | test-cluster | test-awx"
+	@echo "make test-lowest-core  unit and lint tiers on the lowest ansible-core meta/runtime.yml claims"
 	@echo "make test-times        per-tier wall time and costliest fixtures of the last runs"
 	@echo "make release DRY_RUN=1 changelog release, build and tarball checks in a scratch copy (no tag)"
 
@@ -50,6 +51,28 @@ test-cluster: $(STAMP)
 
 test-awx: $(STAMP)
 	$(PYTEST) tests/awx -q
+
+# The lowest ansible-core meta/runtime.yml claims (its lower bound), in a venv of its own: the unit and lint tiers
+# (ruff, yamllint, ansible-lint, ansible-test sanity) on it. The other tiers run the newest patch release of the
+# claimed range (requirements/dev.txt). Not part of `make test`: about 5 minutes more on a 2-core machine.
+LOW_CORE := $(shell sed -n 's/^requires_ansible: *">=\([0-9.]*\),.*/\1/p' meta/runtime.yml)
+LOW_VENV ?= .venv-core-low
+# The `ansible` package only carries the collections (community.docker, awx.awx, ...), and each of its releases
+# pins a newer ansible-core patch (12.0.0: ~=2.19.1): it goes in without its dependencies, as a Galaxy install of
+# the collections beside that ansible-core would.
+$(LOW_VENV)/.installed: requirements/dev.txt meta/runtime.yml
+	$(PYTHON) -m venv $(LOW_VENV)
+	$(LOW_VENV)/bin/pip install -q --upgrade pip
+	echo "ansible-core==$(LOW_CORE)" > $(LOW_VENV)/constraints.txt
+	grep -v '^ansible>=' requirements/dev.txt > $(LOW_VENV)/requirements.txt
+	$(LOW_VENV)/bin/pip install -q -r $(LOW_VENV)/requirements.txt -c $(LOW_VENV)/constraints.txt
+	$(LOW_VENV)/bin/pip install -q --no-deps "$$(grep '^ansible>=' requirements/dev.txt)"
+	touch $@
+
+test-lowest-core: $(LOW_VENV)/.installed
+	$(LOW_VENV)/bin/python -c "import ansible.release; print('ansible-core', ansible.release.__version__)"
+	PATH=$(CURDIR)/$(LOW_VENV)/bin:$$PATH $(LOW_VENV)/bin/pytest -p no:cacheprovider --durations=10 tests/unit -q
+	PATH=$(CURDIR)/$(LOW_VENV)/bin:$$PATH VENV=$(LOW_VENV) $(LOW_VENV)/bin/pytest -p no:cacheprovider --durations=10 tests/lint -q
 
 # Every tier, in two lanes side by side (tests/harness/lanes.sh says why; SPARKFLEET_TEST_LANES=1 runs them
 # one after another), then where the minutes went.

@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 name: secrets
 author:
   - sparkfleet.vllm contributors (@sparkfleet)
-version_added: 1.0.0
+version_added: 2.0.0
 short_description: Resolve the values of the secrets a plan names (the secrets contract)
 description:
   - The one place where a secret name from the plan's C(secret_env) gets its value. C(VLLM_API_KEY) comes from

@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 ---
 module: fabric_facts
 short_description: Read the RoCE fabric (RDMA devices, netdevs, link state, MTU, GID index)
-version_added: "0.1.0"
+version_added: 1.0.0
 description:
   - Reads C(/sys/class/infiniband) and C(/sys/class/net) for RDMA devices, their ports' state and
     link layer, their network interfaces, MTU and operational state.

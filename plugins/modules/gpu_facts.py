@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 ---
 module: gpu_facts
 short_description: Read NVIDIA GPU facts with nvidia-smi and match a hardware profile
-version_added: "0.1.0"
+version_added: 1.0.0
 description:
   - Runs C(nvidia-smi --query-gpu=... --format=csv) and C(nvidia-smi -q -x) on the target and
     returns GPU names, count, compute capability, driver and CUDA versions and memory per GPU.

@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 ---
 module: ray_cluster
 short_description: Wait until every node of a Ray cluster is ALIVE on its cluster-link address
-version_added: "0.1.0"
+version_added: 1.0.0
 description:
   - Runs a probe with Ray's interpreter on the head (directly, or inside the Ray container through O(probe_prefix)),
     reads Ray's node table (C(ray.nodes()), which works with the dashboard off) and compares it with the inventory.

@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: smoke
 short_description: Named smoke checks against a vLLM OpenAI-compatible server
-version_added: "0.1.0"
+version_added: 1.0.0
 description:
   - Sends one request per check (twenty for the accuracy set) and grades the answers. Checks are C(chat),
     C(thinking) (C(chat_template_kwargs.enable_thinking), reasoning must come back), C(tools) (an automatic

@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: throughput
 short_description: Measure decode throughput of a vLLM server and gate a deploy on it
-version_added: "0.1.0"
+version_added: 1.0.0
 description:
   - Streams requests to a vLLM OpenAI-compatible server with the standard library only and measures what
     C(vllm bench serve) measures, counting tokens from the final C(usage) chunk

@@ -14,7 +14,7 @@ DOCUMENTATION = r"""
 ---
 module: wait_healthy
 short_description: Wait until a vLLM server answers, or explain why it never will
-version_added: "0.1.0"
+version_added: 1.0.0
 description:
   - Polls C(/health), then C(/v1/models) until it lists O(model), then sends one 1-token completion; O(api_key)
     goes with the last two. A refused connection means the server is still starting. Returns the elapsed time

@@ -486,3 +486,17 @@ def test_docs_name_every_workflow_with_its_nodes(awx_vars, workflows):
             assert "no failure path" in runs, name
         assert does == workflow["description"], name
         assert survey == _survey_cell(workflows[name]), name
+
+
+def test_docs_settings_table_shows_the_defaults_of_awx_vars(awx_vars):
+    """The "Settings you are likely to change" table names variables of awx/vars/main.yml with their defaults
+    there: a changed default (the release tag, the EE image) cannot leave the page behind."""
+    rows = _doc_table("Variable")
+    assert rows, "docs/awx.md has no settings table"
+    for name, default, _meaning in rows:
+        name = name.strip("`")
+        assert name in awx_vars, "docs/awx.md documents %s, which awx/vars/main.yml does not define" % name
+        value = awx_vars[name]
+        if isinstance(value, str):
+            shown = "" if default == "empty" else default.strip("`")
+            assert shown == value, "docs/awx.md: %s defaults to %r, awx/vars/main.yml to %r" % (name, default, value)

@@ -6,10 +6,13 @@
 # into a temporary tree and run it there.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-ansible_test=${ANSIBLE_TEST:-$root/.venv/bin/ansible-test}
+# The toolchain: the checkout's .venv, or VENV (relative to the checkout) as make passes it
+# (make test-lowest-core runs this on the lowest ansible-core meta/runtime.yml claims).
+venv="$root/${VENV:-.venv}"
+ansible_test=${ANSIBLE_TEST:-$venv/bin/ansible-test}
 
 # Place the offline get-pip stand-in where ansible-test looks before it downloads.
-pip_version=$("$root/.venv/bin/python" - <<'PY'
+pip_version=$("$venv/bin/python" - <<'PY'
 import re, pathlib, ansible_test
 src = pathlib.Path(ansible_test.__file__).parent / "_internal" / "python_requirements.py"
 print(re.search(r"pip='([0-9.]+)'", src.read_text()).group(1))
@@ -28,5 +31,5 @@ mkdir -p "$dest"
   | while IFS= read -r -d '' path; do [ -e "$path" ] && cp --parents -P "$path" "$dest/"; done; true)
 cd "$dest"
 git init -q . && git add -A >/dev/null
-export ANSIBLE_COLLECTIONS_PATH="$work:$root/.venv/lib/python3.11/site-packages/ansible_collections"
+export ANSIBLE_COLLECTIONS_PATH="$work:$venv/lib/python3.11/site-packages/ansible_collections"
 "$ansible_test" sanity --color no --venv --python "$(python3 -c 'import sys;print(f"{sys.version_info[0]}.{sys.version_info[1]}")')" "$@"

@@ -67,10 +67,28 @@ def test_version_is_the_next_release_and_pinned_everywhere():
         assert _version(version) > released[-1], "fragments pending but galaxy.yml's %s is already released" % version
     else:
         assert _version(version) == released[-1], "galaxy.yml's %s is not the newest release" % version
+    ee = load(REPO / "execution-environment.yml")
     assert "sparkfleet-vllm-%s.tar.gz" % version in (REPO / "execution-environment.yml").read_text(encoding="utf-8")
+    assert [tag.rsplit(":", 1)[-1] for tag in ee["options"]["tags"]] == [version], (
+        "execution-environment.yml tags the image %s, not the version it bakes in" % ee["options"]["tags"])
     awx = load(REPO / "awx/vars/main.yml")
     assert awx["awx_ee_image"].endswith(":" + version)
     assert awx["awx_project_scm_branch"] == "v" + version, "the AWX project must sync the tag make release creates"
+
+
+VERSION_ADDED = re.compile(r"^\s*version_added:\s*[\"']?([0-9][0-9.]*)[\"']?\s*$", re.M)
+
+
+def test_version_added_names_a_release():
+    """Every plugin's and option's version_added is a release of changelogs/changelog.yaml or the pending one in
+    galaxy.yml: antsibull-changelog lists a plugin under the release its version_added names ("New Modules",
+    "New Plugins"), so a version that was never released (0.1.0) hides it from every release's notes."""
+    releases = {str(v) for v in load(REPO / "changelogs/changelog.yaml")["releases"]}
+    releases.add(str(load(REPO / "galaxy.yml")["version"]))
+    sources = sorted((REPO / "plugins").rglob("*.py")) + sorted((REPO / "plugins").rglob("*.yml"))
+    stray = ["%s: %s" % (p.relative_to(REPO), v) for p in sources
+             for v in VERSION_ADDED.findall(p.read_text(encoding="utf-8")) if v not in releases]
+    assert not stray, "version_added names no release of %s: %s" % (sorted(releases), stray)
 
 
 def test_requires_ansible_is_a_range():
@@ -238,3 +256,28 @@ def test_readme_works_on_galaxy():
         readme = (role / "README.md").read_text(encoding="utf-8")
         relative = [link for link in re.findall(r"\]\(([^)]+)\)", readme) if not link.startswith(("https://", "#"))]
         assert not relative, "%s/README.md: relative links %s" % (role.name, relative)
+
+
+REPOSITORY_LINK = re.compile(r"\]\((https://github\.com/sparkfleet/vllm/(?:blob|tree)/main/([^)#]+))(?:#([^)]+))?\)")
+
+
+def _anchors(markdown):
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens."""
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+            for heading in re.findall(r"^#+ (.+)$", markdown, re.M)}
+
+
+def test_readme_links_name_files_of_the_repository():
+    """The absolute links Galaxy renders (README.md, each role's README) name files and headings that exist on the
+    repository's main branch, which this checkout becomes: a renamed page or heading breaks them silently."""
+    repository = load(REPO / "galaxy.yml")["repository"]
+    assert repository == "https://github.com/sparkfleet/vllm", "the links below assume %s" % repository
+    broken = []
+    for readme in [REPO / "README.md"] + [role / "README.md" for role in ROLES]:
+        for url, path, anchor in REPOSITORY_LINK.findall(readme.read_text(encoding="utf-8")):
+            target = REPO / path
+            if not target.exists():
+                broken.append("%s: %s" % (readme.relative_to(REPO), url))
+            elif anchor and anchor not in _anchors(target.read_text(encoding="utf-8")):
+                broken.append("%s: %s#%s (no such heading)" % (readme.relative_to(REPO), url, anchor))
+    assert not broken, broken
