@@ -267,6 +267,25 @@ def ceiling_share(ceiling, single_stream_tok_s):
     return share
 
 
+def sweep_ceiling_share(ceiling, cells):
+    """A sweep's single-stream cells against the plan's memory-bandwidth ceiling (None without a ceiling or a c=1 cell).
+
+    Each concurrency-1 cell gets its ``ceiling_fraction``; the share itself is the fastest such cell's, the figure
+    that sits closest to the hardware's limit (longer prompts only lower it with their prefill).
+    """
+    single = [cell for cell in cells if cell.get("concurrency") == 1 and cell.get("output_throughput")]
+    if not ceiling or not ceiling.get("decode_tok_s") or not single:
+        return None
+    for cell in single:
+        cell["ceiling_fraction"] = round(float(cell["output_throughput"]) / float(ceiling["decode_tok_s"]), 4)
+    best = max(single, key=lambda cell: cell["output_throughput"])
+    share = ceiling_share(ceiling, best["output_throughput"])
+    share["prompt_tokens"] = best["prompt_tokens"]
+    share["message"] = share["message"].replace(
+        "single-stream decode", "single-stream output (%s-token prompts)" % best["prompt_tokens"], 1)
+    return share
+
+
 def gated_figures(extra):
     """The two figures a gate compares, from a standard run's sparkfleet additions."""
     return {key: extra[key] for key in ("single_stream_tok_s", "aggregate_8_tok_s")}

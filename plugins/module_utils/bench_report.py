@@ -83,6 +83,11 @@ def markdown_sweep(result):
             _fmt(cell["median_ttft_ms"]), _fmt(cell["p99_ttft_ms"]), _fmt(cell["mean_tpot_ms"], 2),
             _fmt(cell["p99_itl_ms"]), cell.get("failed", 0)))
     lines.append("")
+    if extra.get("ceiling"):
+        lines += ["Memory-bandwidth ceiling, one stream: %s tok/s (%s); single-stream cells at %s of it." % (
+            _fmt(extra["ceiling"]["decode_tok_s"]), extra["ceiling"].get("basis", ""), ", ".join(
+                "%.0f%% (%s-token prompts)" % (100 * cell["ceiling_fraction"], _fmt(cell["prompt_tokens"]))
+                for cell in cells if "ceiling_fraction" in cell)), ""]
     if extra.get("plot"):
         lines += ["![sweep](%s)" % extra["plot"], ""]
     lines += _notes(extra)

@@ -108,6 +108,9 @@ options:
       - The plan's memory-bandwidth ceiling (C(vllm_plan.ceiling)), key C(decode_tok_s) and C(basis). A C(standard)
         run reports its single-stream decode as a fraction of it (C(result.sparkfleet.ceiling)), so an operator sees
         how far the deployment is from the hardware's limit, not only from the notes. It never gates.
+      - A C(sweep) run reports each concurrency-1 cell's output rate as a fraction of it (C(ceiling_fraction) in
+        the cell) and the fastest such cell's in C(result.sparkfleet.ceiling). A C(load) run measures failures and
+        memory under bursts, not a decode rate, and reports none.
       - Omitted or empty (stand-ins, profiles without a bandwidth figure), nothing is reported.
     type: dict
   load_shape:
@@ -313,6 +316,8 @@ def main():
             module.fail_json(msg="sweep needs num_prompts >= 0 and every concurrency >= 1")
         result = bench_run.run_sweep(client, p["concurrency"], p["prompt_tokens"], p["output_tokens"], p["warmup"],
                                      num_prompts=p["num_prompts"])
+        extra = result[br.ADDITIONS_KEY]
+        extra["ceiling"] = bm.sweep_ceiling_share(p["ceiling"], extra.get("cells", []))
     else:
         try:
             shape = {key: int(value) for key, value in p["load_shape"].items()}
@@ -349,7 +354,7 @@ def main():
     elif result.get("failed"):
         module.fail_json(msg="%d request(s) failed during the %s run" % (result["failed"], p["mode"]), **out)
     else:
-        out["msg"] = "%s run complete" % p["mode"]
+        out["msg"] = "%s run complete%s" % (p["mode"], "; " + extra["ceiling"]["message"] if extra.get("ceiling") else "")
     module.exit_json(**out)
 
 

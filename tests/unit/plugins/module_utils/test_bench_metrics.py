@@ -153,6 +153,19 @@ def test_ceiling_share_is_the_single_stream_fraction_of_the_plan_ceiling():
     assert bm.ceiling_share(None, 56.3) is None and bm.ceiling_share(ceiling, None) is None
 
 
+def test_sweep_ceiling_share_takes_the_fastest_single_stream_cell():
+    ceiling = {"decode_tok_s": 102.7, "basis": "1.79 TB/s / (31B parameters x 0.562 bytes, NVFP4)"}
+    cells = [{"prompt_tokens": 1024, "concurrency": 1, "output_throughput": 54.0},
+             {"prompt_tokens": 1024, "concurrency": 8, "output_throughput": 380.0},
+             {"prompt_tokens": 8192, "concurrency": 1, "output_throughput": 41.0}]
+    share = bm.sweep_ceiling_share(ceiling, cells)
+    assert share["single_stream_fraction"] == round(54.0 / 102.7, 4) and share["prompt_tokens"] == 1024
+    assert share["message"].startswith("single-stream output (1024-token prompts) at 53% of the memory-bandwidth")
+    assert [c.get("ceiling_fraction") for c in cells] == [round(54.0 / 102.7, 4), None, round(41.0 / 102.7, 4)]
+    assert bm.sweep_ceiling_share(None, cells) is None
+    assert bm.sweep_ceiling_share(ceiling, [c for c in cells if c["concurrency"] != 1]) is None
+
+
 # Single stream, the way `vllm bench serve --max-concurrency 1` divides it: tokens of the whole run over the run's
 # wall-clock duration (gaps between requests included), not the mean of each request's own rate.
 @pytest.mark.parametrize("outputs,duration,sequential,mean_rate", [

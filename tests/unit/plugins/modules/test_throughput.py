@@ -136,6 +136,30 @@ def test_sweep_resets_prefix_cache_and_plots(source, tmp_path):
     assert "/tokenize unavailable" in " ".join(res["result"]["sparkfleet"]["notes"])
 
 
+def test_sweep_reports_its_single_stream_cells_against_the_ceiling(source, tmp_path):
+    # Issue 14 item 6: the physical limit in every throughput report, the sweep's too (the load test measures no
+    # decode rate). The ceiling is the plan's; here a made-up one, as only the arithmetic is under test.
+    ceiling = {"decode_tok_s": 1000.0, "basis": "test ceiling"}
+    kind, res = run_module(throughput, {"url": source.url, "model": "fake", "mode": "sweep", "output_tokens": 16,
+                                        "concurrency": [1, 4], "prompt_tokens": [32, 64], "warmup": 0,
+                                        "ceiling": ceiling, "results_dir": str(tmp_path)})
+    assert kind == "exit", res
+    extra = res["result"]["sparkfleet"]
+    single = [c for c in extra["cells"] if c["concurrency"] == 1]
+    assert [c["ceiling_fraction"] for c in single] == [round(c["output_throughput"] / 1000.0, 4) for c in single]
+    assert not any("ceiling_fraction" in c for c in extra["cells"] if c["concurrency"] != 1)
+    best = max(single, key=lambda c: c["output_throughput"])
+    assert extra["ceiling"]["single_stream_fraction"] == best["ceiling_fraction"]
+    assert extra["ceiling"]["prompt_tokens"] == best["prompt_tokens"]
+    assert "of the memory-bandwidth ceiling (1000.0 tok/s: test ceiling)" in res["msg"]
+    report = next(p for p in tmp_path.iterdir() if p.suffix == ".md").read_text()
+    assert "Memory-bandwidth ceiling, one stream: 1,000.0 tok/s (test ceiling); single-stream cells at " in report
+    # Without a ceiling (stand-ins, profiles without a bandwidth figure) nothing is reported.
+    kind, res = run_module(throughput, {"url": source.url, "model": "fake", "mode": "sweep", "output_tokens": 8,
+                                        "concurrency": [1], "prompt_tokens": [16], "warmup": 0})
+    assert kind == "exit" and res["result"]["sparkfleet"]["ceiling"] is None and "ceiling" not in res["msg"]
+
+
 def test_sweep_says_when_the_prefix_cache_cannot_be_reset(tmp_path):
     server = FastTokenSource(allow_reset=False).start_in_thread()
     try:
