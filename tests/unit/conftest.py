@@ -7,6 +7,7 @@ its RUN.
 import importlib.util
 import json
 import pathlib
+import statistics
 
 import pytest
 
@@ -44,3 +45,14 @@ def h200_catalog():
 @pytest.fixture(scope="module")
 def captured_plan(request):
     return json.loads((request.module.RUN / "plan-h200.json").read_text())
+
+
+def paired_cell(values, counts=False):
+    """One cell of gpu_ratios.py's summary recomputed from its paired ratios, as the summary line prints it:
+    median, min, max, n, within/OUTSIDE ±5% (and, with `counts`, how many rounds were within, of how many)."""
+    median = statistics.median(values)
+    cell = ("%.3f" % median, "%.3f" % min(values), "%.3f" % max(values), str(len(values)),
+            "within" if abs(median - 1) <= 0.05 else "OUTSIDE")
+    if counts:
+        cell += (str(sum(abs(v - 1) <= 0.05 for v in values)), str(len(values)))
+    return cell

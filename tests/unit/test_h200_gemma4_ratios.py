@@ -11,6 +11,8 @@ import re
 import shlex
 import statistics
 
+from conftest import paired_cell
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 RUN = REPO / "tests" / "fixtures" / "h200" / "gemma4-ratios"
 # module figure, vllm bench serve figure, in the summary's order
@@ -42,13 +44,7 @@ def test_the_summary_is_the_rounds_paired_medians_and_says_which_are_within_five
     summary = (RUN / "ratio-rounds-summary.txt").read_text()
     assert summary in (RUN / "summary.txt").read_text()
     found = SUMMARY_LINE.findall(summary)
-    expected = []
-    for mine in PAIRS:
-        values = ratios(mine)
-        median = statistics.median(values)
-        expected.append(("%.3f" % median, "%.3f" % min(values), "%.3f" % max(values), str(len(values)),
-                         "within" if abs(median - 1) <= 0.05 else "OUTSIDE"))
-    assert found == expected
+    assert found == [paired_cell(ratios(mine)) for mine in PAIRS]
     assert all(n == "10" for _m, _lo, _hi, n, _w in found)
     assert {mine: w == "within" for mine, (*_r, w) in zip(PAIRS, found)} == MEASURED_WITHIN
 

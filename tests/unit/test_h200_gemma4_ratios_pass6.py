@@ -12,6 +12,8 @@ import re
 import shlex
 import statistics
 
+from conftest import paired_cell
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 RUN = REPO / "tests" / "fixtures" / "h200" / "gemma4-ratios-pass6"
 CALLS = ("ratio-rounds.jsonl", "ratio-rounds-b.jsonl", "ratio-rounds-c.jsonl")
@@ -66,14 +68,7 @@ def test_the_last_summary_is_the_eight_rounds_paired_medians():
     assert summary in (RUN / "summary.txt").read_text()
     assert "; 8 rounds" in summary.splitlines()[0]
     found = SUMMARY_LINE.findall(summary)
-    expected = []
-    for mine in PAIRS:
-        values = ratios(mine)
-        median = statistics.median(values)
-        expected.append(("%.3f" % median, "%.3f" % min(values), "%.3f" % max(values), str(len(values)),
-                         "within" if abs(median - 1) <= 0.05 else "OUTSIDE",
-                         str(sum(abs(v - 1) <= 0.05 for v in values)), str(len(values))))
-    assert found == expected
+    assert found == [paired_cell(ratios(mine), counts=True) for mine in PAIRS]
     assert all(n == "8" for _m, _lo, _hi, n, *_rest in found)
     assert {mine: w == "within" for mine, (_m, _lo, _hi, _n, w, *_r) in zip(PAIRS, found)} == MEASURED_WITHIN
 
