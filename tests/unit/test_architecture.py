@@ -90,3 +90,50 @@ def test_model_lists_name_every_catalog_model(source):
     wanted = gemma | (stand_ins if with_stand_ins else set())
     missing = sorted(name for name in wanted if not re.search(r"(?<![\w-])%s(?![\w-])" % re.escape(name), text))
     assert not missing, "%s does not list the catalog model(s) %s" % (source, missing)
+
+
+# The profile names are listed in prose in these places (a GPU profile touches each; the map in
+# docs/architecture.md counts them): every catalog profile must be named, the stand-in `cpu` where marked.
+def line_with(path, marker):
+    return next(line for line in (REPO / path).read_text().splitlines() if marker in line)
+
+
+PROFILE_SOURCES = {
+    "plugins/modules/plan.py (profile)": (lambda: line_with("plugins/modules/plan.py", "Hardware profile ("), True),
+    "plugins/modules/gpu_facts.py (built-in table)": (
+        lambda: line_with("plugins/modules/gpu_facts.py", "minimal built-in table"), False),
+    "roles/plan/defaults/main.yml": (lambda: line_with("roles/plan/defaults/main.yml", "# Hardware profile"), True),
+    "roles/plan/meta/argument_specs.yml": (
+        lambda: line_with("roles/plan/meta/argument_specs.yml", "Hardware profile"), True),
+    "roles/preflight/defaults/main.yml": (
+        lambda: line_with("roles/preflight/defaults/main.yml", "# Hardware profile"), True),
+    "roles/preflight/meta/argument_specs.yml": (
+        lambda: line_with("roles/preflight/meta/argument_specs.yml", "Hardware profile"), True),
+    "roles/preflight/README.md": (lambda: line_with("roles/preflight/README.md", "| `preflight_profile` |"), True),
+    "README.md (vllm_profile row)": (lambda: line_with("README.md", "| `vllm_profile` |"), True),
+    "docs/planner.md (vllm_profile row)": (lambda: line_with("docs/planner.md", "| `vllm_profile` |"), True),
+}
+
+
+def catalog_profiles():
+    profiles = yaml.safe_load((REPO / "data/catalog.yml").read_text())["profiles"]
+    return {name for name, row in profiles.items() if name != "cpu"}, {"cpu"} & set(profiles)
+
+
+@pytest.mark.parametrize("source", sorted(PROFILE_SOURCES))
+def test_profile_lists_name_every_catalog_profile(source):
+    read, with_stand_in = PROFILE_SOURCES[source]
+    text = read()
+    gpus, stand_in = catalog_profiles()
+    wanted = gpus | (stand_in if with_stand_in else set())
+    missing = sorted(name for name in wanted if not re.search(r"(?<![\w-])%s(?![\w-])" % re.escape(name), text))
+    assert not missing, "%s does not list the catalog profile(s) %s" % (source, missing)
+
+
+def test_the_map_counts_the_places_a_gpu_profile_touches():
+    # docs/architecture.md's "A GPU profile" row names every prose list above, the catalog, gpu.py and an inventory.
+    row = line_with("docs/architecture.md", "| A GPU profile")
+    named = [source.split(" (")[0] for source in PROFILE_SOURCES] + [
+        "data/catalog.yml", "plugins/module_utils/gpu.py", "inventories/"]
+    missing = [path for path in named if "`%s" % path not in row]
+    assert not missing, "the map's GPU-profile row omits %s" % missing
