@@ -82,13 +82,18 @@ SOURCES = {
 }
 
 
+def unnamed(source, names):
+    """The catalog names a prose list leaves out: `source` is (reader, with the stand-ins), `names` (real, stand-ins)."""
+    read, with_stand_ins = source
+    real, stand_ins = names
+    text = read()
+    wanted = real | (stand_ins if with_stand_ins else set())
+    return sorted(name for name in wanted if not re.search(r"(?<![\w-])%s(?![\w-])" % re.escape(name), text))
+
+
 @pytest.mark.parametrize("source", sorted(SOURCES))
 def test_model_lists_name_every_catalog_model(source):
-    read, with_stand_ins = SOURCES[source]
-    text = read()
-    gemma, stand_ins = catalog_models()
-    wanted = gemma | (stand_ins if with_stand_ins else set())
-    missing = sorted(name for name in wanted if not re.search(r"(?<![\w-])%s(?![\w-])" % re.escape(name), text))
+    missing = unnamed(SOURCES[source], catalog_models())
     assert not missing, "%s does not list the catalog model(s) %s" % (source, missing)
 
 
@@ -122,11 +127,7 @@ def catalog_profiles():
 
 @pytest.mark.parametrize("source", sorted(PROFILE_SOURCES))
 def test_profile_lists_name_every_catalog_profile(source):
-    read, with_stand_in = PROFILE_SOURCES[source]
-    text = read()
-    gpus, stand_in = catalog_profiles()
-    wanted = gpus | (stand_in if with_stand_in else set())
-    missing = sorted(name for name in wanted if not re.search(r"(?<![\w-])%s(?![\w-])" % re.escape(name), text))
+    missing = unnamed(PROFILE_SOURCES[source], catalog_profiles())
     assert not missing, "%s does not list the catalog profile(s) %s" % (source, missing)
 
 
