@@ -291,6 +291,11 @@ def gated_figures(extra):
     return {key: extra[key] for key in ("single_stream_tok_s", "aggregate_8_tok_s")}
 
 
+def slower_figures(before, after):
+    """Per gated figure, the slower of two calibrations (the one before a measured run and the one after it)."""
+    return {key: min(float(before[key]), float(after[key])) for key in before}
+
+
 def wants_calibration(baseline):
     """True for a stand-in baseline that names no figures and asks to be calibrated where it runs.
 

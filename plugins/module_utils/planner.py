@@ -599,6 +599,10 @@ class _Planner(object):
         argv += ["--gpu-memory-utilization", str(self.gpu_util),
                  "--max-num-batched-tokens", str(self.mnbt),
                  "--max-num-seqs", str(self.max_num_seqs)]
+        if self.profile.get("enforce_eager"):
+            argv.append("--enforce-eager")
+            why = (self.profile.get("stand_in_differences") or {}).get("--enforce-eager") or "the profile runs eager"
+            self.reason("--enforce-eager: %s" % " ".join(str(why).split()))
         if self.vision or self.audio:
             limits = {}
             if self.vision:

@@ -181,6 +181,8 @@ def validate_catalog(catalog):
             problems.append("profiles.%s.default_release %r is not a release" % (name, profile.get("default_release")))
         if profile.get("default_drafter") not in list(drafters) + [DRAFTER_NONE]:
             problems.append("profiles.%s.default_drafter %r is not a drafter" % (name, profile.get("default_drafter")))
+        if profile.get("enforce_eager") and "--enforce-eager" not in (profile.get("stand_in_differences") or {}):
+            problems.append("profiles.%s.enforce_eager needs its why in stand_in_differences[--enforce-eager]" % name)
         reference = profile.get("stand_in_reference_profile")
         if reference is not None and (reference not in profiles or (profiles.get(reference) or {}).get("stand_in")):
             problems.append("profiles.%s.stand_in_reference_profile %r is not a real (non-stand-in) profile" % (

@@ -55,9 +55,9 @@ def compose_host(tmp_path_factory, vllm_cpu_venv):
         "vllm_profile": "cpu", "vllm_model": "tiny", "vllm_port": PORT, "vllm_runtime": "native",
         "plan_dir": str(work / "plans"),
         "standin_image": tag[0],
-        # The base image has no C++ compiler for torch.compile's CPU backend: run eager.
+        # The base image has no C++ compiler for torch.compile's CPU backend: TorchDynamo off (the cpu profile's
+        # plan already runs eager, --enforce-eager).
         "standin_env": {"TORCHDYNAMO_DISABLE": "1"},
-        "vllm_extra_args": ["--enforce-eager"],
         "vllm_native_venv": str(vllm_cpu_venv),
         "weights_hf_home": str(work / "hf"),
         "vllm_compose_project_dir": str(work / "project"),

@@ -13,7 +13,7 @@ Stand-ins, named as such:
     host-built .venv-vllm and its interpreter are bind-mounted read-only at the same paths (as the
     simulated cluster does), so vllm_native_manage_venv is false and the container's /root is made
     traversable for the `vllm` service account (a real host has a role-built venv under /opt/vllm/venv);
-  * the image has no C++ compiler: eager mode (--enforce-eager, TORCHDYNAMO_DISABLE=1).
+  * the image has no C++ compiler: TORCHDYNAMO_DISABLE=1 (the cpu plan runs --enforce-eager, as everywhere).
 
 Checked: the SSH login is `operator`, and its sudo refuses to run without the password; without the
 vault the first play that changes the host stops at privilege escalation, having changed nothing;

@@ -93,3 +93,11 @@ def test_the_smoke_checks_and_condition_keys_are_the_plugins_own():
     from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog_conditions, smoke
     assert catalog_validate.SMOKE_CHECKS is smoke.CHECKS
     assert catalog_validate.CONDITION_KEYS is catalog_conditions.CONDITION_KEYS
+
+
+def test_validation_wants_the_why_of_a_profiles_eager_mode(catalog):
+    """profiles.cpu plans --enforce-eager; the reason line it gives comes from stand_in_differences."""
+    assert catalog["profiles"]["cpu"]["enforce_eager"] is True
+    del catalog["profiles"]["cpu"]["stand_in_differences"]["--enforce-eager"]
+    assert catalog_validate.validate_catalog(catalog) == [
+        "profiles.cpu.enforce_eager needs its why in stand_in_differences[--enforce-eager]"]

@@ -478,7 +478,7 @@ def test_cpu_stand_in(catalog):
 # The tiny Gemma 4s: each is planned with its real model's flags, and only these differ from the real model's
 # argv on the reference profile (rtx_pro_6000), each for a reason the plan names.
 GEMMA4_STAND_INS = {"tiny-31b": "31b", "tiny-26b-a4b": "26b-a4b", "tiny-e2b": "e2b"}
-CPU_FORCED = {"checkpoint", "--kv-cache-dtype", "--gpu-memory-utilization", "--max-num-batched-tokens"}
+CPU_FORCED = {"checkpoint", "--kv-cache-dtype", "--gpu-memory-utilization", "--max-num-batched-tokens", "--enforce-eager"}
 # What the CPU build cannot load (the stand-ins' `gaps`): the multimodal towers, so no --limit-mm-per-prompt.
 GAPS = {"tiny-31b": {"--limit-mm-per-prompt"}, "tiny-26b-a4b": {"--limit-mm-per-prompt"},
         "tiny-e2b": {"--limit-mm-per-prompt"}}
@@ -1036,3 +1036,12 @@ def test_the_gateway_on_a_cluster_is_refused(catalog):
     assert err.value.rule == "gateway-cluster" and err.value.variable == "vllm_gateway" and err.value.value is True
     assert "vllm_gateway=true is not available on a 2-node cluster yet" in text and "set vllm_gateway=false" in text
     assert make(catalog, **SPARK2, gateway=False)["bind_address"] == "0.0.0.0"
+
+
+def test_the_cpu_stand_in_runs_eager_and_says_why(catalog):
+    """profiles.cpu.enforce_eager: every cpu plan carries --enforce-eager and the catalog's why; GPU plans do not."""
+    plan = make(catalog, profile="cpu", model="tiny")
+    why = " ".join(catalog["profiles"]["cpu"]["stand_in_differences"]["--enforce-eager"].split())
+    assert plan["argv"].count("--enforce-eager") == 1 and "--enforce-eager: %s" % why in plan["reasons"]
+    for profile in ("rtx_pro_6000", "rtx_5090", "dgx_spark"):
+        assert "--enforce-eager" not in make(catalog, profile=profile)["argv"], profile

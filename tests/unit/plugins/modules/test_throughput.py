@@ -68,13 +68,19 @@ def test_a_stand_in_baseline_is_calibrated_on_the_server_first(source, monkeypat
     # Calibration uses the same method and requests; the gate compares with it.
     assert extra["baseline"]["calibration_output_tokens"] == 64 and extra["baseline"]["catalog_source"] == "catalog: CPU stand-in"
     assert [c["expected"] for c in gate["checks"]] == [calibration["single_stream_tok_s"], calibration["aggregate_8_tok_s"]]
-    # 8 single-stream + 8 concurrent requests for the calibration, the same again measured; one pair, as it passed.
-    assert len(source.requests) == 32
-    assert len(calibration["single_stream_runs"]) == 8 and [a["passed"] for a in extra["calibration_attempts"]] == [True]
+    # 8 single-stream + 8 concurrent requests for the calibration, the same measured, the same calibrated again
+    # after it; one bracket, as it passed. The gate's figures are the slower calibration's, per figure.
+    assert len(source.requests) == 48
+    attempt = extra["calibration_attempts"][0]
+    assert [a["passed"] for a in extra["calibration_attempts"]] == [True]
+    assert calibration["runs"] == [attempt["calibration"], attempt["calibration_after"]]
+    for key in ("single_stream_tok_s", "aggregate_8_tok_s"):
+        assert calibration[key] == min(attempt["calibration"][key], attempt["calibration_after"][key])
 
 
 def _paced(source, monkeypatch, delays):
-    """Run each standard run (calibration, measurement, calibration, ...) at the next step delay in `delays`
+    """Run each standard run (calibration, measurement, calibration, measurement, ...: each measured run between
+    two calibrations, the closing one opening the next bracket) at the next step delay in `delays`
     (the last one for any run beyond them)."""
     original, calls = bench_run.run_standard, []
     monkeypatch.setattr(source, "step_delay", source.step_delay)  # restored after the test
@@ -88,15 +94,30 @@ def _paced(source, monkeypatch, delays):
 
 
 def test_a_calibrated_gate_fails_when_every_measured_run_is_slower(source, monkeypatch):
-    # 40x slower steps in each measured run than in the calibration before it: the retry cannot rescue it.
-    calls = _paced(source, monkeypatch, [PACE_S, 0.04] * throughput.CALIBRATION_ATTEMPTS)
+    # 20x slower steps in each measured run than in both calibrations around it: the retry cannot rescue it.
+    calls = _paced(source, monkeypatch, [PACE_S, 0.04] * throughput.CALIBRATION_ATTEMPTS + [PACE_S])
     kind, res = run_module(throughput, {"url": source.url, "model": "fake", "output_tokens": 16, "warmup": 0,
                                         "baseline": {"calibrate": True}})
-    assert calls == [16] * 2 * throughput.CALIBRATION_ATTEMPTS == [16] * 6
+    assert calls == [16] * (1 + 2 * throughput.CALIBRATION_ATTEMPTS) == [16] * 11
     assert kind == "fail" and "below baseline" in res["msg"] and "calibrated on this machine" in res["msg"], res["msg"]
-    assert "measured 3 times" in res["msg"]
+    assert "measured 5 times" in res["msg"]
     attempts = res["result"]["sparkfleet"]["calibration_attempts"]
-    assert [a["passed"] for a in attempts] == [False, False, False]
+    assert [a["passed"] for a in attempts] == [False] * 5
+
+
+def test_a_calibrated_gate_compares_with_the_slower_calibration_around_the_measured_run(source, monkeypatch):
+    # A neighbour's load rising across the gate: a fast calibration, a measured run 5x slower, a closing calibration
+    # 10x slower. Against the calibration before it alone the measured run misses; against the slower of the two
+    # bracketing it, it passes at once, so a load change moves both sides of the comparison.
+    calls = _paced(source, monkeypatch, [PACE_S, 0.01, 0.02])
+    kind, res = run_module(throughput, {"url": source.url, "model": "fake", "output_tokens": 16, "warmup": 0,
+                                        "baseline": {"calibrate": True}})
+    assert kind == "exit", res
+    attempts = res["result"]["sparkfleet"]["calibration_attempts"]
+    assert [a["passed"] for a in attempts] == [True] and calls == [16] * 3
+    first = attempts[0]
+    assert first["measured"]["single_stream_tok_s"] < first["calibration"]["single_stream_tok_s"] / 2
+    assert res["gate"]["checks"][0]["expected"] == first["calibration_after"]["single_stream_tok_s"]
 
 
 def test_a_calibrated_gate_measures_a_miss_once_more(source, monkeypatch):
@@ -109,7 +130,7 @@ def test_a_calibrated_gate_measures_a_miss_once_more(source, monkeypatch):
     attempts = res["result"]["sparkfleet"]["calibration_attempts"]
     passed = [a["passed"] for a in attempts]
     assert passed in ([False, True], [False, False, True]) and res["gate"]["passed"], attempts
-    assert calls == [16] * 2 * len(attempts)
+    assert calls == [16] * (1 + 2 * len(attempts))
     assert attempts[0]["measured"]["single_stream_tok_s"] < attempts[0]["calibration"]["single_stream_tok_s"] / 5
 
 
