@@ -201,3 +201,34 @@ def test_changed_plan_recreates_once(compose_host):
     changed, out = converge(compose_host, vllm_max_num_seqs=32)
     assert changed == 0, out[-3000:]
     assert started_at() == after
+
+
+def container_state():
+    return docker("inspect", "-f", "{{.Id}} {{.State.Status}}", CONTAINER).stdout.split()
+
+
+def stop_playbook(state):
+    """playbooks/stop.yml as an operator runs it on the local default: it plans first (runtime compose from the
+    same variables the deploy used: the stand-in image and its release), then the vllm_compose role stops."""
+    extra = dict(state["extra"], vllm_runtime="compose", vllm_image=state["extra"]["standin_image"],
+                 vllm_release="cpu-0.32.0", vllm_max_num_seqs=32)
+    proc = run([tool("ansible-playbook"), "-i", str(REPO / "inventories/local"), str(REPO / "playbooks/stop.yml"),
+                "-e", json.dumps(extra), *state["vault"]], env=state["env"], timeout=600)
+    return changed_count(proc.stdout), proc.stdout
+
+
+def test_stop_yml_stops_the_compose_container_and_the_next_deploy_starts_it(compose_host):
+    """The compose runtime's stopped state (vllm_compose_state: stopped, what stop.yml asks for): the container
+    stops and stays; a second stop changes nothing; the next deploy starts the same container, not a new one."""
+    ident, status = container_state()
+    assert status == "running"
+    changed, out = stop_playbook(compose_host)
+    assert changed == 1 and "Stop the vLLM compose project" in out, out[-3000:]
+    assert container_state() == [ident, "exited"]
+    assert (compose_host["work"] / "project" / "compose.yaml").exists()
+    changed, out = stop_playbook(compose_host)
+    assert changed == 0, out[-3000:]
+    changed, out = converge(compose_host, vllm_max_num_seqs=32)
+    assert changed > 0, out[-3000:]
+    assert container_state() == [ident, "running"]
+    wait_ready()
