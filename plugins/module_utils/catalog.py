@@ -246,6 +246,17 @@ def drafter_weights(catalog, drafter, model):
     return weights
 
 
+def disk_need(catalog, release, runtime, model, drafter_model=None):
+    """Disk a deployment needs besides preflight's margin, in GiB (the plan's ``disk``).
+
+    ``weights_gib``: the model's catalog size plus the drafter's where the catalog has them (0 when it has none,
+    as for the generated stand-ins); ``runtime_gib``: the runtime's footprint, from ``defaults.runtime_disk_gib``
+    unless the release entry overrides it."""
+    sizes = dict(catalog["defaults"]["runtime_disk_gib"], **(release.get("runtime_disk_gib") or {}))
+    weights = (model.get("weights_gib") or 0) + ((drafter_model or {}).get("size_gib") or 0)
+    return {"weights_gib": round(weights, 2), "runtime_gib": sizes[runtime], "runtime": runtime}
+
+
 def drafters_for(catalog, model):
     """Drafter names that have a checkpoint for ``model``, in catalog order."""
     return [name for name in catalog["drafters"] if drafter_checkpoint(catalog, name, model)]

@@ -849,6 +849,7 @@ class _Planner(object):
                 self.warn("topology: " + warning)
         model = copy.deepcopy(self.model)
         model["short"] = self.model_name
+        drafter_model = cat.drafter_weights(self.catalog, self.drafter, self.model_name) if self.drafter != "none" else None
         plan = {
             "image": self.image,
             "entrypoint": entrypoint,
@@ -868,7 +869,8 @@ class _Planner(object):
             "reasons": list(self.reasons),
             "model": model,
             "drafter": self.drafter,
-            "drafter_model": cat.drafter_weights(self.catalog, self.drafter, self.model_name) if self.drafter != "none" else None,
+            "drafter_model": drafter_model,
+            "disk": cat.disk_need(self.catalog, self.release, self.runtime, self.model, drafter_model),
             "objective": self.objective,
             "speculative_config": self.spec_config,
             "profile": self.profile_name,

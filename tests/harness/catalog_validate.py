@@ -28,6 +28,7 @@ from ansible_collections.sparkfleet.vllm.plugins.module_utils.catalog import (  
     version_tuple,
 )
 from ansible_collections.sparkfleet.vllm.plugins.module_utils.catalog_conditions import CONDITION_KEYS  # noqa: E402
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.planner import RUNTIMES  # noqa: E402
 from ansible_collections.sparkfleet.vllm.plugins.module_utils.smoke import CHECKS as SMOKE_CHECKS  # noqa: E402
 
 # The fields of a diagnostics entry (plugins/module_utils/diagnose.py reads them).
@@ -119,6 +120,21 @@ def _diagnostics_problems(table):
     return problems
 
 
+def _runtime_disk_problems(defaults, releases):
+    """defaults.runtime_disk_gib sizes every runtime; a release may override a runtime's figure, never add one."""
+    sizes = defaults.get("runtime_disk_gib")
+    if not isinstance(sizes, dict) or set(sizes) != set(RUNTIMES):
+        return ["defaults.runtime_disk_gib must give a size in GiB for each runtime (%s)" % ", ".join(RUNTIMES)]
+    problems = ["defaults.runtime_disk_gib.%s must be a positive number" % k for k, v in sizes.items()
+                if not isinstance(v, (int, float)) or v <= 0]
+    for name, release in releases.items():
+        for key, value in (release.get("runtime_disk_gib") or {}).items():
+            if key not in sizes or not isinstance(value, (int, float)) or value <= 0:
+                problems.append("releases.%s.runtime_disk_gib.%s must be a runtime (%s) with a positive size" % (
+                    name, key, ", ".join(RUNTIMES)))
+    return problems
+
+
 def validate_catalog(catalog):
     """Structural problems in a catalog, as a list of strings (empty when sound)."""
     problems = []
@@ -148,6 +164,7 @@ def validate_catalog(catalog):
         problems.append("defaults.objective %r is not an objective" % defaults.get("objective"))
     if defaults.get("bench_mode") not in (catalog["bench_modes"] or {}):
         problems.append("defaults.bench_mode %r is not a bench mode" % defaults.get("bench_mode"))
+    problems.extend(_runtime_disk_problems(defaults, releases))
     problems.extend(_diagnostics_problems(catalog["diagnostics"]))
     for name, model in models.items():
         if name != name.lower():

@@ -105,19 +105,22 @@ run_lane() {
 }
 
 # How busy the machine was, every 5 s (tests/output/lanes/cpu.tsv: seconds since start, busy % of all cores,
-# 1-min load): the measure of whether overlapping more could still gain (idle cores) or only work removed can
-# (a saturated machine). Measurement only; nothing gates on it.
+# 1-min load, GiB free on the disk holding the checkout): the measure of whether overlapping more could still gain
+# (idle cores) or only work removed can (a saturated machine), and how close the run came to a disk check's limit
+# (preflight sizes the stand-in's need from the catalog; a CI machine had 39 GiB free where the old fixed 40 GiB
+# need refused it). Measurement only; nothing gates on it.
 sample_cpu() {
   local prev_total=0 prev_idle=0 total idle busy t0=$SECONDS
   local -a f
-  printf 'elapsed_s\tbusy_pct\tload1\n' >"$LOG_DIR/cpu.tsv"
+  printf 'elapsed_s\tbusy_pct\tload1\tfree_gib\n' >"$LOG_DIR/cpu.tsv"
   while true; do
     read -ra f </proc/stat
     total=0; for v in "${f[@]:1:8}"; do total=$((total + v)); done
     idle=$((f[4] + f[5]))
     if ((prev_total > 0 && total > prev_total)); then
       busy=$((100 * ((total - prev_total) - (idle - prev_idle)) / (total - prev_total)))
-      printf '%s\t%s\t%s\n' "$((SECONDS - t0))" "$busy" "$(cut -d' ' -f1 /proc/loadavg)" >>"$LOG_DIR/cpu.tsv"
+      printf '%s\t%s\t%s\t%s\n' "$((SECONDS - t0))" "$busy" "$(cut -d' ' -f1 /proc/loadavg)" \
+        "$(df -Pk "$REPO" | awk 'NR == 2 { printf "%.1f", $4 / 1048576 }')" >>"$LOG_DIR/cpu.tsv"
     fi
     prev_total=$total; prev_idle=$idle
     sleep 5
@@ -128,9 +131,11 @@ sampler=$!
 trap 'kill $sampler 2>/dev/null' EXIT
 
 cpu_summary() {
-  awk -F'\t' 'NR > 1 { n++; sum += $2; if ($2 < 75) low++; w = int($1 / 300); ws[w] += $2; wn[w]++ }
+  awk -F'\t' 'NR > 1 { n++; sum += $2; if ($2 < 75) low++; w = int($1 / 300); ws[w] += $2; wn[w]++
+                      if (n == 1) first = $4; if (n == 1 || $4 < least) least = $4 }
     END { if (!n) exit; printf "lanes: cpu busy %.0f%% on average over %d s; under 75%% busy %.0f%% of the time; per 5 min:", sum / n, n * 5, 100 * low / n
-          for (i = 0; i in wn; i++) printf " %.0f", ws[i] / wn[i]; printf "\n" }' "$LOG_DIR/cpu.tsv"
+          for (i = 0; i in wn; i++) printf " %.0f", ws[i] / wn[i]; printf "\n"
+          printf "lanes: disk %s GiB free at the start, %s GiB at the least\n", first, least }' "$LOG_DIR/cpu.tsv"
 }
 
 started=$SECONDS
