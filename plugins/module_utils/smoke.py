@@ -149,18 +149,27 @@ def tone_wav(seconds=1.0, rate=16000, freq=440.0):
     return header + samples
 
 
-def build_requests(check, model, max_tokens=256):
-    """[(label, chat request body)] for one check."""
+def build_requests(check, model, max_tokens=256, constrained=None):
+    """[(label, chat request body)] for one check.
+
+    `constrained` ({check: text}, a stand-in's catalog ``smoke_constrained_outputs``) makes the thinking and
+    tools requests ask for exactly that output (``structured_outputs`` ``choice``): random weights never think or
+    call a tool, so the server's parsers get a known Gemma 4 output and the grade is of what they make of it.
+    Thinking is then asked with ``enable_thinking`` off, as vLLM applies the constraint only after reasoning ends.
+    """
+    forced = (constrained or {}).get(check)
+    extra = {"structured_outputs": {"choice": [forced]}} if forced else {}
     if check == "auth":
         return [(label, _chat(model, [{"role": "user", "content": "Say hi."}], 8)) for label, _key in AUTH_EXCHANGES]
     if check == "chat":
         return [("chat", _chat(model, [{"role": "user", "content": "Say hello in one short sentence."}], 64))]
     if check == "thinking":
         return [("thinking", _chat(model, [{"role": "user", "content": "What is 17 + 25? Think it through."}],
-                                   max_tokens, chat_template_kwargs={"enable_thinking": True}))]
+                                   max_tokens, chat_template_kwargs={"enable_thinking": not forced}, **extra))]
     if check == "tools":
         return [("tools", _chat(model, [{"role": "user", "content": "What is the weather in Paris right now? "
-                                         "Use the tool."}], max_tokens, tools=[WEATHER_TOOL], tool_choice="auto"))]
+                                         "Use the tool."}], max_tokens, tools=[WEATHER_TOOL], tool_choice="auto",
+                                **extra))]
     if check == "vision":
         content = [{"type": "image_url", "image_url": {"url": vision_image_uri()}},  # image before text
                    {"type": "text", "text": "What word is written in this image? Answer with the word only."}]
@@ -292,7 +301,8 @@ def summary(results):
     counts = {"passed": 0, "failed": 0, "expected_miss": 0}
     for item in results:
         counts[item["status"]] = counts.get(item["status"], 0) + 1
-    line = ", ".join("%s %s" % (item["name"], item["status"] + (" %s" % item["score"] if "score" in item else ""))
+    line = ", ".join("%s %s%s%s" % (item["name"], item["status"], " %s" % item["score"] if "score" in item else "",
+                                   " (output constrained)" if item.get("constrained_output") else "")
                      for item in results)
     return counts, line
 
@@ -319,6 +329,11 @@ def checks_for_plan(plan):
     if not model.get("stand_in"):
         chosen.append("accuracy")
     return chosen
+
+
+def constrained_outputs_for_plan(plan):
+    """{check: output} a plan's model asks its thinking and tools checks to be constrained to (stand-ins only)."""
+    return dict(((plan or {}).get("model") or {}).get("smoke_constrained_outputs") or {})
 
 
 def misses_for_plan(plan, table=None):

@@ -44,6 +44,10 @@ options:
       - The deployment plan (the C(vllm_plan) fact). Picks the default checks, and its C(profile), C(drafter),
         C(node_count) and C(model.short) decide which O(expected_misses) conditions hold.
       - When O(expected_misses) is omitted, the plan's C(model.smoke_expected_misses) is used.
+      - A stand-in's C(model.smoke_constrained_outputs) (random weights never think or call a tool) constrains
+        the C(thinking) and C(tools) requests to one known Gemma 4 output each (C(structured_outputs) C(choice);
+        thinking asked with C(enable_thinking) off), so the grade is of what the server's parsers make of it. Such
+        a check's result carries C(constrained_output).
     type: dict
   audio:
     description: Add the C(audio) check (E-series with C("audio") in C(--limit-mm-per-prompt)).
@@ -137,15 +141,18 @@ from ansible_collections.sparkfleet.vllm.plugins.module_utils import openai_clie
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import smoke
 
 
-def run_checks(url, model, names, api_key, max_tokens, timeout, misses, request=oc.request_json):
+def run_checks(url, model, names, api_key, max_tokens, timeout, misses, request=oc.request_json, constrained=None):
     results = []
     endpoint = oc.join_url(url, "/v1/chat/completions")
     for name in names:
         exchanges = []
-        for label, body in smoke.build_requests(name, model, max_tokens):
+        for label, body in smoke.build_requests(name, model, max_tokens, constrained):
             exchanges.append((label, body, request(endpoint, method="POST", body=body,
                                                    api_key=smoke.key_for(label, api_key), timeout=timeout)))
-        results.append(smoke.grade(name, exchanges, misses))
+        result = smoke.grade(name, exchanges, misses)
+        if (constrained or {}).get(name):
+            result["constrained_output"] = constrained[name]
+        results.append(result)
     return results
 
 
@@ -178,7 +185,8 @@ def main():
     if module.check_mode:
         module.exit_json(changed=False, checks=[], counts={}, failed_checks=[],
                          msg="check mode: would run %s" % ", ".join(names))
-    results = run_checks(p["url"], p["model"], names, p["api_key"], p["max_tokens"], p["timeout"], misses)
+    results = run_checks(p["url"], p["model"], names, p["api_key"], p["max_tokens"], p["timeout"], misses,
+                         constrained=smoke.constrained_outputs_for_plan(p["plan"]))
     counts, line = smoke.summary(results)
     failed = [r["name"] for r in results if r["status"] == "failed"]
     out = {"changed": False, "checks": results, "counts": counts, "failed_checks": failed, "msg": line}

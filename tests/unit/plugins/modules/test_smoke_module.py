@@ -63,3 +63,32 @@ def test_catalog_misses_passed_as_verify_passes_them(source, monkeypatch):
     assert kind == "fail" and res["failed_checks"] == ["vision"]
     kind, res = run_module(smoke_module, dict(base, expected_misses={"vison": ["reads_llm"]}))
     assert kind == "fail" and "unknown smoke check vison" in res["msg"]
+
+
+def test_a_stand_ins_plan_constrains_thinking_and_tools_through_the_module(source, monkeypatch):
+    """verify.yml passes the plan: a Gemma 4 stand-in's checks send its catalog smoke_constrained_outputs, and the
+    results name the constraint. The fake server answers as vLLM's gemma4 parsers answered the real constraint."""
+    from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
+    from ansible_collections.sparkfleet.vllm.plugins.module_utils import openai_client as oc
+    from ansible_collections.sparkfleet.vllm.plugins.module_utils import planner
+
+    sent = []
+
+    def parsed(url, method="GET", body=None, api_key=None, timeout=0):
+        sent.append(body)
+        message = {"content": "42"}
+        if "tools" in body:
+            message = {"content": None, "tool_calls": [{"function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]}
+        elif (body.get("chat_template_kwargs") or {}).get("enable_thinking") is False:
+            message = {"content": "42", "reasoning": "17 + 25 is 42."}
+        return oc.Response(status=200, body={"choices": [{"message": message}]}, text="{}")
+    monkeypatch.setattr(smoke_module, "run_checks", _wrap(smoke_module.run_checks, parsed))
+    catalog = cat.load_catalog()
+    plan = planner.plan(catalog, {"profile": "cpu", "model": "tiny-26b-a4b"})
+    kind, res = run_module(smoke_module, {"url": source.url, "model": plan["served_name"], "plan": plan})
+    assert kind == "exit" and res["counts"] == {"passed": 3, "failed": 0, "expected_miss": 0}, res
+    wanted = catalog["models"]["tiny-26b-a4b"]["smoke_constrained_outputs"]
+    assert {c["name"]: c.get("constrained_output") for c in res["checks"]} == {
+        "chat": None, "thinking": wanted["thinking"], "tools": wanted["tools"]}
+    assert [b.get("structured_outputs") for b in sent] == [None, {"choice": [wanted["thinking"]]}, {"choice": [wanted["tools"]]}]
+    assert res["msg"] == "chat passed, thinking passed (output constrained), tools passed (output constrained)"
