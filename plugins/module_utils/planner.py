@@ -651,7 +651,9 @@ class _Planner(object):
         """
         if not self.real_name:
             return None
-        reference = self.profile.get("stand_in_reference_profile")
+        # A cluster is compared with the real model as a cluster of the same size on the profile that forms them.
+        reference = (self.cluster and self.profile.get("stand_in_cluster_reference_profile")) or \
+            self.profile.get("stand_in_reference_profile")
         request = {k: v for k, v in self.request.items() if k not in REFERENCE_UNSET_KEYS}
         request.update({"model": self.real_name, "profile": reference})
         try:

@@ -5,8 +5,10 @@ network (tests/harness/cluster-up.sh), reached over SSH through
 inventories/sim4. Stand-ins, named as such: no GPU, RoCE or Docker exists in
 the containers, so the cluster roles run their native runtime (processes from
 the host-built virtual environments, bind-mounted read-only), vLLM's CPU build
-stands in for a GPU server and the tiny random model for Gemma 4; the Docker
-bridge's eth0 stands in for the 200 GbE link.
+stands in for a GPU server and a tiny random Gemma 4 with the 26B-A4B's MoE block
+(inventories/sim4's vllm_model: tiny-26b-a4b, served with expert parallelism across
+the nodes, as the planner plans the real 26B-A4B on Sparks) for Gemma 4 NVFP4; the
+Docker bridge's eth0 stands in for the 200 GbE link.
 
 Ansible reaches the nodes as an operator reaches Sparks: over SSH as the ordinary login `sparkop`, with
 password sudo whose password is only in a vault (tests/harness/sim-host.sh); root logins are refused. The
@@ -41,6 +43,10 @@ ADDR = {n: "172.29.47.%d" % (11 + i) for i, n in enumerate(NODES)}
 STATE = REPO / "tests" / "output" / "cluster"
 KEY = STATE / "id_ed25519"
 RESULTS = STATE / "results"
+# The standard throughput reports the head writes: <time>-standard-<served name>.json, the served name of
+# inventories/sim4's model in the catalog.
+STANDARD_REPORTS = "*-standard-%s.json" % yaml.safe_load((REPO / "data/catalog.yml").read_text())["models"][
+    yaml.safe_load((REPO / "inventories/sim4/group_vars/all.yml").read_text())["vllm_model"]]["served_name"]
 # The sudo password, from the vault cluster-up.sh writes: every play and ad-hoc call escalates with it.
 VAULT = vault_args(STATE)
 TIMINGS = {}
@@ -429,7 +435,7 @@ def site_on_the_pair(executor, canary=None):
     nodes' ranks are in the samples)."""
     playbook("cluster_stop.yml", check=False)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    before = set(RESULTS.glob("*-standard-tiny.json"))
+    before = set(RESULTS.glob(STANDARD_REPORTS))
     args = ["-e", "cluster_group=sim_pair", "-e", "vllm_executor=" + executor, "-e", "cluster_wait_timeout=600",
             "-e", "vllm_results_dir=%s" % RESULTS]
     deploy_began = time.time()
@@ -457,7 +463,7 @@ def site_on_the_pair(executor, canary=None):
     verify = site.stdout[site.stdout.rindex("PLAY [Verify vLLM on single-node hosts and cluster heads]"):]
     assert "ok: [sim-1]" in verify and "[sim-2]" not in verify.split("PLAY RECAP")[0], verify
     assert re.search(r"smoke: [a-z ,]*chat passed", verify), verify
-    written = sorted(set(RESULTS.glob("*-standard-tiny.json")) - before)
+    written = sorted(set(RESULTS.glob(STANDARD_REPORTS)) - before)
     assert len(written) == 1, written
     shutil.copy(written[0], RESULTS / ("%s-tp2-throughput.json" % executor))
     extra = json.loads(written[0].read_text())["sparkfleet"]
@@ -515,13 +521,13 @@ def test_mp_tensor_parallel_across_two_containers(cluster):
     # The gate fails a cluster whose baseline is above what the stand-in reaches, and names that baseline.
     high = {"single_stream_tok_s": 1000000, "aggregate_8_tok_s": 1000000,
             "source": "test baseline above the stand-in's reach"}
-    before = set(RESULTS.glob("*-standard-tiny.json"))
+    before = set(RESULTS.glob(STANDARD_REPORTS))
     decoys = dict(os.environ, **canary.decoy_env())
     failed = playbook("verify.yml", "-e", "cluster_group=sim_pair", "-e", "vllm_executor=mp", "-e", "vllm_serve_hosts=sim_pair[0]",
                       "-e", json.dumps({"vllm_throughput_baseline": high, "vllm_results_dir": str(RESULTS)}),
                       *canary.args, check=False, env=decoys)
     assert failed.returncode != 0 and "throughput gate: below baseline" in failed.stdout, failed.stdout[-3000:]
-    written = sorted(set(RESULTS.glob("*-standard-tiny.json")) - before)
+    written = sorted(set(RESULTS.glob(STANDARD_REPORTS)) - before)
     gate = json.loads(written[-1].read_text())["sparkfleet"]["gate"]
     assert not gate["passed"] and "[baseline: test baseline above the stand-in's reach]" in gate["message"], gate
 

@@ -6,6 +6,7 @@ wrong catalog value or planner rule fails these tests. The `cpu` profile and
 `tiny` model are stand-ins (vLLM's CPU build, a tiny random model).
 """
 import copy
+import importlib.util
 import json
 
 import pytest
@@ -1057,3 +1058,22 @@ def test_the_cpu_stand_in_runs_eager_and_says_why(catalog):
     assert plan["argv"].count("--enforce-eager") == 1 and "--enforce-eager: %s" % why in plan["reasons"]
     for profile in ("rtx_pro_6000", "rtx_5090", "dgx_spark"):
         assert "--enforce-eager" not in make(catalog, profile=profile)["argv"], profile
+
+
+@pytest.mark.parametrize("executor", ["ray", "mp"])
+@pytest.mark.parametrize("nodes", [2, 4])
+def test_a_stand_in_cluster_is_compared_with_the_real_cluster(nodes, executor):
+    """The simulated cluster's catalog (tests/cluster/sim_catalog.py) lets the cpu profile form clusters: a stand-in
+    cluster is compared with the real model as a cluster of the same size on profiles.cpu's
+    stand_in_cluster_reference_profile (dgx_spark; rtx_pro_6000 forms none), and every difference is explained."""
+    sim = importlib.util.spec_from_file_location("sim_catalog", REPO / "tests/cluster/sim_catalog.py")
+    module = importlib.util.module_from_spec(sim)
+    sim.loader.exec_module(module)
+    plan = planner.plan(module.sim_catalog(), {
+        "profile": "cpu", "model": "tiny-26b-a4b", "node_count": nodes, "node_index": 0, "executor": executor,
+        "head_address": "172.29.47.11", "node_address": "172.29.47.11", "cluster_interface": "eth0",
+        "cluster_hca": "standin-no-roce"})
+    assert plan["stand_in_for"]["profile"] == "dgx_spark"
+    assert not [w for w in plan["warnings"] if "stand-in for" in w], plan["warnings"]
+    assert "--enable-expert-parallel" in plan["argv"] and "--enable-expert-parallel" in plan["stand_in_for"]["argv"]
+    assert {d["flag"] for d in plan["stand_in_for"]["differences"]} == CPU_FORCED | GAPS["tiny-26b-a4b"]
