@@ -301,9 +301,12 @@ def summary(results):
     counts = {"passed": 0, "failed": 0, "expected_miss": 0}
     for item in results:
         counts[item["status"]] = counts.get(item["status"], 0) + 1
-    line = ", ".join("%s %s%s%s" % (item["name"], item["status"], " %s" % item["score"] if "score" in item else "",
-                                   " (output constrained)" if item.get("constrained_output") else "")
-                     for item in results)
+    parts = []
+    for item in results:
+        score = " %s" % item["score"] if "score" in item else ""
+        constrained = " (output constrained)" if item.get("constrained_output") else ""
+        parts.append("%s %s%s%s" % (item["name"], item["status"], score, constrained))
+    line = ", ".join(parts)
     return counts, line
 
 
