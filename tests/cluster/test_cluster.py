@@ -5,10 +5,8 @@ network (tests/harness/cluster-up.sh), reached over SSH through
 inventories/sim4. Stand-ins, named as such: no GPU, RoCE or Docker exists in
 the containers, so the cluster roles run their native runtime (processes from
 the host-built virtual environments, bind-mounted read-only), vLLM's CPU build
-stands in for a GPU server and a tiny random Gemma 4 with the 26B-A4B's MoE block
-(inventories/sim4's vllm_model: tiny-26b-a4b, served with expert parallelism across
-the nodes, as the planner plans the real 26B-A4B on Sparks) for Gemma 4 NVFP4; the
-Docker bridge's eth0 stands in for the 200 GbE link.
+stands in for a GPU server and the tiny random model (inventories/sim4's vllm_model)
+for Gemma 4; the Docker bridge's eth0 stands in for the 200 GbE link.
 
 Ansible reaches the nodes as an operator reaches Sparks: over SSH as the ordinary login `sparkop`, with
 password sudo whose password is only in a vault (tests/harness/sim-host.sh); root logins are refused. The
