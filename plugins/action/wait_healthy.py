@@ -15,6 +15,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import functools
 import time
 
 from ansible.plugins.action import ActionBase
@@ -23,6 +24,7 @@ from ansible.utils.display import Display
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import diagnose as diag
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import health
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import openai_client as oc
 from ansible_collections.sparkfleet.vllm.plugins.plugin_utils import api_key
 
 display = Display()
@@ -87,8 +89,9 @@ class ActionModule(ActionBase):
         def emit(line):
             display.display("%s: %s" % (host, line))
 
+        request = functools.partial(oc.request_json, tls=oc.tls_options(args))
         waiter = health.Waiter(
-            lambda: health.probe(args["url"], args["model"], args["api_key"], args["request_timeout"]),
+            lambda: health.probe(args["url"], args["model"], args["api_key"], args["request_timeout"], request=request),
             timeout=args["timeout"], interval=args["interval"], progress_every=args["progress_interval"],
             process_state=process_state, read_log=read_log, weights_bytes=weights_bytes, emit=emit,
             signatures=signatures, expected_failures=args["expected_failures"], restart_grace=args["restart_grace"])

@@ -331,6 +331,8 @@ ARGUMENT_SPEC = {
     "url": {"type": "str", "required": True},
     "model": {"type": "str", "required": True},
     "api_key": dict(oc.API_KEY_SPEC),
+    "validate_certs": dict(oc.TLS_SPEC["validate_certs"]),
+    "ca_path": dict(oc.TLS_SPEC["ca_path"]),
     "timeout": {"type": "int", "default": 600},
     "interval": {"type": "float", "default": 3.0},
     "progress_interval": {"type": "int", "default": 20},

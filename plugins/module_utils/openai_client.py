@@ -25,6 +25,7 @@ import errno
 import json
 import selectors
 import socket
+import ssl
 import time
 from urllib.error import HTTPError, URLError
 from urllib.parse import urlsplit
@@ -37,6 +38,25 @@ from ansible.module_utils.urls import open_url
 # controller's VLLM_API_KEY (how AWX injects the credential), so playbooks never pass the
 # value as a task argument, where it would show in job events with DISPLAY_ARGS_TO_STDOUT.
 API_KEY_SPEC = {"type": "str", "no_log": True, "fallback": (env_fallback, ["VLLM_API_KEY"])}
+
+# The TLS options of every module that talks to the server, for an https:// URL (vllm_gateway with a certificate):
+# check the server's certificate (against the system's CAs, or ca_path's), as ansible.builtin.uri does.
+TLS_SPEC = {"validate_certs": {"type": "bool", "default": True}, "ca_path": {"type": "path"}}
+
+
+def tls_options(params):
+    """The TLS options out of a module's (or action plugin's) validated parameters."""
+    return {"validate_certs": params.get("validate_certs", True), "ca_path": params.get("ca_path")}
+
+
+def ssl_context(tls=None):
+    """The client context for ``tls`` (tls_options): the system's CAs or ca_path's, no checks without validate_certs."""
+    tls = tls or {}
+    context = ssl.create_default_context(cafile=tls.get("ca_path"))
+    if not tls.get("validate_certs", True):
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
 
 
 class Response:
@@ -80,14 +100,18 @@ def _is_refused(reason):
     return getattr(reason, "errno", None) in (errno.ECONNREFUSED,)
 
 
-def request_json(url, method="GET", body=None, api_key=None, timeout=30.0):
-    """One request; JSON bodies are parsed when possible. Never raises on HTTP or socket errors."""
+def request_json(url, method="GET", body=None, api_key=None, timeout=30.0, tls=None):
+    """One request; JSON bodies are parsed when possible. Never raises on HTTP or socket errors.
+
+    ``tls`` (tls_options) applies to an https:// URL."""
     data = None if body is None else json.dumps(body).encode("utf-8")
+    tls = tls or {}
     started = time.monotonic()
     try:
         # ~/.netrc must not add credentials of its own; the API key is the only one sent.
         with open_url(url, data=data, method=method, headers=headers_for(api_key, body is not None),
-                      timeout=timeout, use_netrc=False) as resp:
+                      timeout=timeout, use_netrc=False, validate_certs=tls.get("validate_certs", True),
+                      ca_path=tls.get("ca_path")) as resp:
             status, raw = resp.status, resp.read()
     except HTTPError as exc:
         status, raw = exc.code, exc.read() or b""
@@ -327,17 +351,52 @@ def _reachable_address(host, port, timeout=10.0):
     return next((a for a in addresses if a[4][:2] == peer[:2]), addresses[0])
 
 
-def run_streams(url, payloads, api_key=None, concurrency=None, timeout=600.0, on_done=None):
+def _open_socket(address, host, context, timeout):
+    """(socket, error) for one stream: a non-blocking connect under way, or with ``context`` a TLS connection
+    whose handshake is done (blocking; it counts in the stream's time to first token, as a new connection's
+    handshake does for any client), switched to non-blocking. ``error`` names what failed; the caller closes it."""
+    sock = socket.socket(address[0], socket.SOCK_STREAM)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if context is None:
+        sock.setblocking(False)
+        code = sock.connect_ex(address[4])
+        if code not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
+            return sock, "connect: %s" % errno.errorcode.get(code, code)
+        return sock, None
+    sock.settimeout(min(timeout, 30.0))
+    try:
+        sock.connect(address[4])
+        sock = context.wrap_socket(sock, server_hostname=host)
+    except (OSError, ssl.SSLError) as exc:
+        return sock, "tls: %s" % exc
+    sock.setblocking(False)
+    return sock, None
+
+
+def _recv(sock):
+    """Bytes from a non-blocking socket, with whatever TLS has already decrypted (select does not see that);
+    None when nothing is ready yet."""
+    try:
+        data = sock.recv(262144)
+        while data and isinstance(sock, ssl.SSLSocket) and sock.pending():
+            data += sock.recv(262144)
+    except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+        return None
+    return data
+
+
+def run_streams(url, payloads, api_key=None, concurrency=None, timeout=600.0, on_done=None, tls=None):
     """Stream every payload to url (a full /v1/... URL), at most `concurrency` at once.
 
     Returns (outputs in payload order, wall-clock duration from the first send to
     the last completion). Socket errors, non-200 answers and streams cut short
-    become failed outputs with `error` set; nothing raises.
+    become failed outputs with `error` set; nothing raises. An https:// URL is
+    spoken over TLS with ``tls`` (tls_options): the certificate is checked before
+    the request is sent.
     """
     parts = urlsplit(url)
     host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
-    if parts.scheme == "https":
-        raise ValueError("run_streams speaks plain HTTP; put TLS termination in front or use http://")
+    context = ssl_context(tls) if parts.scheme == "https" else None
     path = parts.path + ("?" + parts.query if parts.query else "")
     payloads = list(payloads)
     concurrency = len(payloads) if not concurrency else int(concurrency)
@@ -372,17 +431,14 @@ def run_streams(url, payloads, api_key=None, concurrency=None, timeout=600.0, on
     def launch():
         index = pending.pop()
         out = outputs[index]
-        sock = socket.socket(address[0], socket.SOCK_STREAM)
-        sock.setblocking(False)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn = _Conn(sock, out, _request_bytes(host, port, path, payloads[index], api_key))
         start = time.perf_counter()
+        sock, error = _open_socket(address, host, context, timeout)
+        conn = _Conn(sock, out, _request_bytes(host, port, path, payloads[index], api_key))
         conn.acc = SSEAccumulator(out, start)
-        code = sock.connect_ex(address[4])
-        if code not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
+        if error:
             conn.acc = None
             out.start_time = start
-            finish(conn, False, "connect: %s" % errno.errorcode.get(code, code))
+            finish(conn, False, error)
             return False
         selector.register(sock, selectors.EVENT_WRITE, conn)
         return True
@@ -406,6 +462,8 @@ def run_streams(url, payloads, api_key=None, concurrency=None, timeout=600.0, on
             if mask & selectors.EVENT_WRITE:
                 try:
                     sent = conn.sock.send(conn.request[conn.sent:])
+                except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                    continue
                 except OSError as exc:
                     finish(conn, False, "send: %s" % exc)
                     live -= 1
@@ -415,12 +473,12 @@ def run_streams(url, payloads, api_key=None, concurrency=None, timeout=600.0, on
                     selector.modify(conn.sock, selectors.EVENT_READ, conn)
                 continue
             try:
-                data = conn.sock.recv(262144)
-            except (BlockingIOError, InterruptedError):
-                continue
+                data = _recv(conn.sock)
             except OSError as exc:
                 finish(conn, False, "recv: %s" % exc)
                 live -= 1
+                continue
+            if data is None:
                 continue
             now = time.perf_counter()
             if not data:

@@ -135,6 +135,8 @@ failed_checks:
   sample: []
 """
 
+import functools
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import openai_client as oc
@@ -156,22 +158,24 @@ def run_checks(url, model, names, api_key, max_tokens, timeout, misses, request=
     return results
 
 
+ARGUMENT_SPEC = {
+    "url": {"type": "str", "required": True},
+    "model": {"type": "str", "required": True},
+    "api_key": dict(oc.API_KEY_SPEC),
+    "validate_certs": dict(oc.TLS_SPEC["validate_certs"]),
+    "ca_path": dict(oc.TLS_SPEC["ca_path"]),
+    "checks": {"type": "list", "elements": "str", "choices": list(smoke.CHECKS)},
+    "plan": {"type": "dict"},
+    "audio": {"type": "bool", "default": False},
+    "expected_misses": {"type": "dict"},
+    "max_tokens": {"type": "int", "default": 512, "no_log": False},
+    "timeout": {"type": "float", "default": 120},
+    "fail_on_failure": {"type": "bool", "default": True},
+}
+
+
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "url": {"type": "str", "required": True},
-            "model": {"type": "str", "required": True},
-            "api_key": dict(oc.API_KEY_SPEC),
-            "checks": {"type": "list", "elements": "str", "choices": list(smoke.CHECKS)},
-            "plan": {"type": "dict"},
-            "audio": {"type": "bool", "default": False},
-            "expected_misses": {"type": "dict"},
-            "max_tokens": {"type": "int", "default": 512, "no_log": False},
-            "timeout": {"type": "float", "default": 120},
-            "fail_on_failure": {"type": "bool", "default": True},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     p = module.params
     wanted = p["checks"] or (smoke.checks_for_plan(p["plan"]) if p["plan"] else None)
     try:
@@ -186,6 +190,7 @@ def main():
         module.exit_json(changed=False, checks=[], counts={}, failed_checks=[],
                          msg="check mode: would run %s" % ", ".join(names))
     results = run_checks(p["url"], p["model"], names, p["api_key"], p["max_tokens"], p["timeout"], misses,
+                         request=functools.partial(oc.request_json, tls=oc.tls_options(p)),
                          constrained=smoke.constrained_outputs_for_plan(p["plan"]))
     counts, line = smoke.summary(results)
     failed = [r["name"] for r in results if r["status"] == "failed"]

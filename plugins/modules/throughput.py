@@ -207,6 +207,7 @@ summary:
   type: str
 """
 
+import functools
 import json
 import os
 
@@ -284,6 +285,8 @@ ARGUMENT_SPEC = {
     "url": {"type": "str", "required": True},
     "model": {"type": "str", "required": True},
     "api_key": dict(oc.API_KEY_SPEC),
+    "validate_certs": dict(oc.TLS_SPEC["validate_certs"]),
+    "ca_path": dict(oc.TLS_SPEC["ca_path"]),
     "mode": {"type": "str", "default": DEFAULT_MODE, "choices": list(MODES)},
     "api": {"type": "str", "default": "chat", "choices": ["chat", "completions"]},
     "output_tokens": {"type": "int", "default": 1024, "no_log": False},
@@ -308,7 +311,10 @@ def main():
         module.fail_json(msg="mode=load needs load_shape.max_model_len (the plan's context) to size the bursts")
     if module.check_mode:
         module.exit_json(changed=False, files=[], msg="check mode: no requests sent")
-    client = bench_run.Client(p["url"], p["model"], api_key=p["api_key"], timeout=p["timeout"], api=p["api"])
+    tls = oc.tls_options(p)
+    client = bench_run.Client(p["url"], p["model"], api_key=p["api_key"], timeout=p["timeout"], api=p["api"],
+                              stream=functools.partial(oc.run_streams, tls=tls),
+                              request=functools.partial(oc.request_json, tls=tls))
     if p["mode"] == "standard":
         if bm.wants_calibration(p["baseline"]):
             result = run_calibrated(client, p)

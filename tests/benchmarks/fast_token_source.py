@@ -22,8 +22,9 @@ import threading
 
 class FastTokenSource:
     def __init__(self, host="127.0.0.1", port=0, tokens_per_chunk=1, step_delay=0.0, omit_usage=False,
-                 model="fake", allow_reset=True, status_override=None):
+                 model="fake", allow_reset=True, status_override=None, ssl_context=None):
         self.host, self.port = host, port
+        self.ssl_context = ssl_context  # serve https (an ssl.SSLContext with the server's certificate)
         self.tokens_per_chunk = tokens_per_chunk
         self.step_delay = step_delay
         self.omit_usage = omit_usage
@@ -128,7 +129,8 @@ class FastTokenSource:
 
     # -- lifecycle
     async def _start(self):
-        self._server = await asyncio.start_server(self._handle, self.host, self.port, backlog=512)
+        self._server = await asyncio.start_server(self._handle, self.host, self.port, backlog=512,
+                                                  ssl=self.ssl_context)
         self.port = self._server.sockets[0].getsockname()[1]
 
     def start_in_thread(self):
@@ -153,7 +155,7 @@ class FastTokenSource:
 
     @property
     def url(self):
-        return "http://%s:%d" % (self.host, self.port)
+        return "%s://%s:%d" % ("https" if self.ssl_context else "http", self.host, self.port)
 
 
 def serve_forever(port, **kwargs):

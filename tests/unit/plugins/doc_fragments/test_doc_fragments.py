@@ -14,6 +14,7 @@ import yaml
 
 from ansible_collections.sparkfleet.vllm.plugins.doc_fragments import attributes, http_api
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import health
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import openai_client as oc
 from ansible_collections.sparkfleet.vllm.plugins.modules import smoke, throughput, wait_healthy
 from conftest import REPO, require, run, tool
 
@@ -38,8 +39,8 @@ def rendered():
     return json.loads(_ansible_doc(ALL_MODULES, "--json").stdout)
 
 
-def test_fragment_holds_url_model_api_key():
-    assert SHARED == ["api_key", "model", "url"]
+def test_fragment_holds_url_model_api_key_and_tls():
+    assert SHARED == ["api_key", "ca_path", "model", "url", "validate_certs"]
     assert FRAGMENT["attributes"]["action_group"]["membership"] == [GROUP]
 
 
@@ -53,10 +54,21 @@ def test_shared_options_come_from_the_fragment(rendered, name):
         merged = doc["options"][option]
         expected = FRAGMENT["options"][option]
         assert merged["type"] == expected["type"] and merged.get("required", False) == expected.get("required", False)
+        assert merged.get("default") == expected.get("default"), option
         description = expected["description"]
         assert merged["description"] == (description if isinstance(description, list) else [description])
     assert doc["attributes"]["action_group"]["membership"] == [GROUP]
     assert any("group/sparkfleet.vllm.api" in note for note in doc["notes"]), doc["notes"]
+
+
+def test_every_http_module_takes_the_tls_options_as_the_client_defines_them():
+    """One spec (openai_client.TLS_SPEC) in wait_healthy's action plugin, smoke and throughput, documented once."""
+    specs = {"wait_healthy": health.ARGUMENT_SPEC, "throughput": throughput.ARGUMENT_SPEC, "smoke": smoke.ARGUMENT_SPEC}
+    for name, spec in specs.items():
+        for option, expected in oc.TLS_SPEC.items():
+            assert spec[option] == expected, (name, option)
+            assert FRAGMENT["options"][option]["type"] == expected["type"]
+            assert FRAGMENT["options"][option].get("default") == expected.get("default")
 
 
 def test_ansible_doc_renders_each_module_as_text():

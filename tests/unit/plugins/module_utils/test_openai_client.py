@@ -1,5 +1,7 @@
 """The streaming client against the fast token source (a stand-in for vLLM's SSE stream)."""
 import pathlib
+import ssl
+import subprocess
 import sys
 
 import pytest
@@ -60,6 +62,47 @@ def test_http_error_keeps_the_response(source):
     finally:
         source.status_override = None
     assert not outputs[0].success and outputs[0].status == 400 and "overridden status" in outputs[0].error
+
+
+@pytest.fixture(scope="module")
+def tls_source(tmp_path_factory):
+    """The token source behind TLS, as vllm_gateway serves it with a certificate: a self-signed one for
+    127.0.0.1, made with openssl (the client must be given it as ca_path, or told not to check)."""
+    directory = tmp_path_factory.mktemp("tls")
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-days", "2",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(cert), str(key))
+    server = FastTokenSource(ssl_context=context).start_in_thread()
+    server.ca_path = str(cert)
+    yield server
+    server.stop()
+
+
+def test_https_streams_and_requests_check_the_certificate(tls_source):
+    """An https:// URL is spoken over TLS, with the certificate checked against ca_path."""
+    assert tls_source.url.startswith("https://")
+    tls = {"validate_certs": True, "ca_path": tls_source.ca_path}
+    outputs, _duration = oc.run_streams(tls_source.url + "/v1/completions", [body(max_tokens=40)] * 3, tls=tls)
+    assert [o.success for o in outputs] == [True] * 3 and [o.output_tokens for o in outputs] == [40] * 3, outputs[0].error
+    assert all(o.generated_text == " tok" * 40 for o in outputs)
+    models = oc.request_json(tls_source.url + "/v1/models", tls=tls)
+    assert models.ok and models.body["data"][0]["id"] == "fake"
+
+
+def test_https_refuses_a_certificate_it_cannot_check(tls_source):
+    """Without the CA, a self-signed certificate fails every stream and request, naming TLS; validate_certs false
+    accepts it (as ansible.builtin.uri's option of the same name does)."""
+    outputs, _duration = oc.run_streams(tls_source.url + "/v1/completions", [body()])
+    assert not outputs[0].success and "tls:" in outputs[0].error and "CERTIFICATE_VERIFY_FAILED" in outputs[0].error
+    refused = oc.request_json(tls_source.url + "/v1/models")
+    assert refused.status is None and "CERTIFICATE_VERIFY_FAILED" in refused.error, refused.error
+    unchecked = {"validate_certs": False, "ca_path": None}
+    outputs, _duration = oc.run_streams(tls_source.url + "/v1/completions", [body(max_tokens=5)], tls=unchecked)
+    assert outputs[0].success and outputs[0].output_tokens == 5
+    assert oc.request_json(tls_source.url + "/health", tls=unchecked).ok
 
 
 def test_refused_connection():
