@@ -15,8 +15,8 @@ temporary one written here, with one bad value. A case passes when
     its hash or mtime, and a server that was running keeps its PID.
 
 Stand-ins, named as such: inventories/local is this machine without a GPU
-(profile `cpu` = vLLM's CPU build, model `tiny` = a generated random Llama in
-place of Gemma 4); the two-node "local pair" inventory makes this machine two
+(profile `cpu` = vLLM's CPU build, its model a generated tiny random Gemma 4 in
+place of Gemma 4 NVFP4, LOCAL_MODEL below); the two-node "local pair" inventory makes this machine two
 cluster nodes with a catalog copy that lets the cpu stand-in form clusters
 (tests/cluster/sim_catalog.py, the cluster simulation's catalog).
 
@@ -50,6 +50,7 @@ import sys
 import time
 
 import pytest
+import yaml
 
 from conftest import REPO, require, tool
 
@@ -58,12 +59,16 @@ LOCAL_SERVICE = "vllm-serve-badinput"
 LOCAL_PORT = 18410
 CASE_TIMEOUT_S = 180
 WORKERS = 3
+# inventories/local's model (what `make demo` serves), as the catalog describes it: the stand-in cases' refusals name it.
+LOCAL_MODEL_NAME = yaml.safe_load((REPO / "inventories/local/group_vars/all.yml").read_text())["vllm_model"]
+LOCAL_MODEL = yaml.safe_load((REPO / "data/catalog.yml").read_text())["models"][LOCAL_MODEL_NAME]
 # The native runtime's files on inventories/local: the demo's default service and this suite's own.
 NATIVE_PATHS = [
     "/etc/sparkfleet/vllm-serve", "/etc/systemd/system/vllm-serve.service", "/run/vllm-serve.pid",
     "/etc/sparkfleet/%s" % LOCAL_SERVICE, "/etc/systemd/system/%s.service" % LOCAL_SERVICE, "/run/%s.pid" % LOCAL_SERVICE,
     "/var/log/sparkfleet/%s.log" % LOCAL_SERVICE,
     "/var/lib/vllm/.cache/huggingface/hub/models--sparkfleet--tiny-random-llama",
+    "/var/lib/vllm/.cache/huggingface/hub/models--%s" % LOCAL_MODEL["checkpoint"].replace("/", "--"),
 ]
 PID_FILES = ["/run/vllm-serve.pid", "/run/%s.pid" % LOCAL_SERVICE]
 
@@ -95,7 +100,8 @@ CASES = [
          "set vllm_drafter to one of: none, mtp, dflash, auto"),
     plan("drafter-not-for-model", "rtx_pro_6000", {"vllm_model": "e2b", "vllm_drafter": "dflash"},
          "e2b has no dflash drafter", "set vllm_drafter to one of: none, mtp"),
-    site("drafter-on-standin", "local", {"vllm_drafter": "mtp"}, "tiny has no mtp drafter", "set vllm_drafter to one of: none"),
+    site("drafter-on-standin", "local", {"vllm_drafter": "mtp"}, "%s has no mtp drafter" % LOCAL_MODEL_NAME,
+         "set vllm_drafter to one of: none"),
     plan("drafter-release-cannot-start", "spark4", {"vllm_drafter": "mtp"},
          "cannot start on vLLM v0.30.0", "expert", "vllm_drafter"),
     plan("objective-unknown", "rtx_pro_6000", {"vllm_drafter": "auto", "vllm_objective": "fastest"},
@@ -108,8 +114,9 @@ CASES = [
     # --- context, batch, memory -------------------------------------------------------------------------
     plan("context-above-model-max", "rtx_pro_6000", {"vllm_model": "31b", "vllm_max_model_len": 300000},
          "31b supports at most 262144 tokens", "set vllm_max_model_len <= 262144"),
-    site("context-above-standin-max", "local", {"vllm_max_model_len": 8192},
-         "tiny supports at most 4096 tokens", "set vllm_max_model_len <= 4096"),
+    site("context-above-standin-max", "local", {"vllm_max_model_len": LOCAL_MODEL["max_context"] * 2},
+         "%s supports at most %d tokens" % (LOCAL_MODEL_NAME, LOCAL_MODEL["max_context"]),
+         "set vllm_max_model_len <= %d" % LOCAL_MODEL["max_context"]),
     plan("context-zero", "spark1", {"vllm_max_model_len": 0}, "vllm_max_model_len must be at least 1", "set vllm_max_model_len >= 1"),
     plan("batched-tokens-below-multimodal-floor", "rtx_pro_6000", {"vllm_model": "31b", "vllm_max_num_batched_tokens": 2048},
          "below the 4096 floor of a multimodal Gemma 4", "set vllm_max_num_batched_tokens >= 4096",
