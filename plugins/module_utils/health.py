@@ -327,12 +327,7 @@ def parse_du(rc, stdout):
 
 
 # Shared by the module's argument_spec and the action plugin's validation.
-ARGUMENT_SPEC = {
-    "url": {"type": "str", "required": True},
-    "model": {"type": "str", "required": True},
-    "api_key": dict(oc.API_KEY_SPEC),
-    "validate_certs": dict(oc.TLS_SPEC["validate_certs"]),
-    "ca_path": dict(oc.TLS_SPEC["ca_path"]),
+ARGUMENT_SPEC = dict(oc.api_argument_spec(), **{
     "timeout": {"type": "int", "default": 600},
     "interval": {"type": "float", "default": 3.0},
     "progress_interval": {"type": "int", "default": 20},
@@ -344,5 +339,5 @@ ARGUMENT_SPEC = {
     "request_timeout": {"type": "float", "default": 10.0},
     "expected_failures": {"type": "list", "elements": "str", "default": []},
     "restart_grace": {"type": "float", "default": 120.0},
-}
+})
 MUTUALLY_EXCLUSIVE = [["service", "pidfile", "container"]]

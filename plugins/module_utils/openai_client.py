@@ -44,6 +44,14 @@ API_KEY_SPEC = {"type": "str", "no_log": True, "fallback": (env_fallback, ["VLLM
 TLS_SPEC = {"validate_certs": {"type": "bool", "default": True}, "ca_path": {"type": "path"}}
 
 
+def api_argument_spec():
+    """The options every module that talks to the server takes, as the http_api doc fragment documents them: where,
+    which model, the key, TLS. Each module's argument spec starts with these."""
+    return {"url": {"type": "str", "required": True}, "model": {"type": "str", "required": True},
+            "api_key": dict(API_KEY_SPEC), "validate_certs": dict(TLS_SPEC["validate_certs"]),
+            "ca_path": dict(TLS_SPEC["ca_path"])}
+
+
 def tls_options(params):
     """The TLS options out of a module's (or action plugin's) validated parameters."""
     return {"validate_certs": params.get("validate_certs", True), "ca_path": params.get("ca_path")}

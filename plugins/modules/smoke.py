@@ -158,12 +158,7 @@ def run_checks(url, model, names, api_key, max_tokens, timeout, misses, request=
     return results
 
 
-ARGUMENT_SPEC = {
-    "url": {"type": "str", "required": True},
-    "model": {"type": "str", "required": True},
-    "api_key": dict(oc.API_KEY_SPEC),
-    "validate_certs": dict(oc.TLS_SPEC["validate_certs"]),
-    "ca_path": dict(oc.TLS_SPEC["ca_path"]),
+ARGUMENT_SPEC = dict(oc.api_argument_spec(), **{
     "checks": {"type": "list", "elements": "str", "choices": list(smoke.CHECKS)},
     "plan": {"type": "dict"},
     "audio": {"type": "bool", "default": False},
@@ -171,7 +166,7 @@ ARGUMENT_SPEC = {
     "max_tokens": {"type": "int", "default": 512, "no_log": False},
     "timeout": {"type": "float", "default": 120},
     "fail_on_failure": {"type": "bool", "default": True},
-}
+})
 
 
 def main():

@@ -281,12 +281,7 @@ def run_calibrated(client, p):
 # catalog is not, so a unit test (tests/unit/plugins/modules/test_throughput.py) keeps them equal.
 MODES = ("standard", "sweep", "load")
 DEFAULT_MODE = "standard"
-ARGUMENT_SPEC = {
-    "url": {"type": "str", "required": True},
-    "model": {"type": "str", "required": True},
-    "api_key": dict(oc.API_KEY_SPEC),
-    "validate_certs": dict(oc.TLS_SPEC["validate_certs"]),
-    "ca_path": dict(oc.TLS_SPEC["ca_path"]),
+ARGUMENT_SPEC = dict(oc.api_argument_spec(), **{
     "mode": {"type": "str", "default": DEFAULT_MODE, "choices": list(MODES)},
     "api": {"type": "str", "default": "chat", "choices": ["chat", "completions"]},
     "output_tokens": {"type": "int", "default": 1024, "no_log": False},
@@ -301,7 +296,7 @@ ARGUMENT_SPEC = {
     "min_ratio": {"type": "float", "default": 0.9},
     "ceiling": {"type": "dict"},
     "load_shape": {"type": "dict", "default": {}},
-}
+})
 
 
 def main():

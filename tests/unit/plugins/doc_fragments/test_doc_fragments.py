@@ -62,13 +62,17 @@ def test_shared_options_come_from_the_fragment(rendered, name):
 
 
 def test_every_http_module_takes_the_tls_options_as_the_client_defines_them():
-    """One spec (openai_client.TLS_SPEC) in wait_healthy's action plugin, smoke and throughput, documented once."""
+    """One spec (openai_client.api_argument_spec) heads wait_healthy's action plugin's, smoke's and throughput's,
+    and the fragment documents exactly it."""
+    shared = oc.api_argument_spec()
+    assert sorted(shared) == SHARED
     specs = {"wait_healthy": health.ARGUMENT_SPEC, "throughput": throughput.ARGUMENT_SPEC, "smoke": smoke.ARGUMENT_SPEC}
     for name, spec in specs.items():
-        for option, expected in oc.TLS_SPEC.items():
-            assert spec[option] == expected, (name, option)
-            assert FRAGMENT["options"][option]["type"] == expected["type"]
-            assert FRAGMENT["options"][option].get("default") == expected.get("default")
+        assert list(spec)[:len(shared)] == list(shared) and all(spec[k] == v for k, v in shared.items()), name
+    for option, expected in shared.items():
+        assert FRAGMENT["options"][option]["type"] == expected["type"], option
+        assert FRAGMENT["options"][option].get("default") == expected.get("default"), option
+        assert FRAGMENT["options"][option].get("required", False) == expected.get("required", False), option
 
 
 def test_ansible_doc_renders_each_module_as_text():
