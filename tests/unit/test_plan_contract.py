@@ -84,3 +84,8 @@ def test_the_gateway_follows_the_plan():
     defaults = yaml.safe_load((REPO / "roles/vllm_gateway/defaults/main.yml").read_text())
     assert "vllm_plan.bind_address" in defaults["vllm_gateway_upstream_host"]
     assert "vllm_plan.port" in defaults["vllm_gateway_upstream_port"]
+    # Where the gateway listens is the plan's client endpoint, the port verify.yml, bench.yml and status.yml use.
+    assert "vllm_plan.endpoint.port" in defaults["vllm_gateway_port"]
+    for playbook in ("verify.yml", "bench.yml", "status.yml"):
+        text = (REPO / "playbooks" / playbook).read_text()
+        assert "vllm_plan.endpoint.port" in text and "vllm_plan.endpoint.scheme" in text, playbook

@@ -18,6 +18,7 @@ SETS = {
     plan_settings.gpu_memory_utilization: {"gpu_util"},
     plan_settings.max_num_seqs: {"max_num_seqs"},
     plan_settings.endpoint: {"port", "served_name"},
+    plan_settings.client_endpoint: {"client_endpoint"},
     plan_settings.api_key: set(),
     plan_settings.extra_args: {"extra_args"},
 }

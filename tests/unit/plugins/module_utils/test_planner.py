@@ -1051,6 +1051,25 @@ def test_the_gateway_on_a_cluster_is_refused(catalog):
     assert make(catalog, **SPARK2, gateway=False)["bind_address"] == "0.0.0.0"
 
 
+def test_the_plan_says_where_clients_reach_the_api(catalog):
+    """plan.endpoint: vLLM's own port without the gateway; the gateway's (the catalog's 8080, or vllm_gateway_port),
+    https when the gateway has a certificate. verify.yml, bench.yml and status.yml read it."""
+    assert make(catalog, profile="cpu", port=8001)["endpoint"] == {"via": "vllm", "scheme": "http", "port": 8001}
+    plan = make(catalog, profile="cpu", gateway=True)
+    assert plan["endpoint"] == {"via": "gateway", "scheme": "http", "port": catalog["defaults"]["gateway_port"]}
+    assert plan["port"] == catalog["defaults"]["port"] and plan["bind_address"] == "127.0.0.1"
+    tls = make(catalog, profile="rtx_pro_6000", runtime="compose", gateway=True, gateway_port="8443", gateway_tls=True)
+    assert tls["endpoint"] == {"via": "gateway", "scheme": "https", "port": 8443}
+    assert any("https://<host>:8443" in r for r in tls["reasons"]), tls["reasons"]
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, profile="cpu", gateway=True, port=9000, gateway_port=9000)
+    assert err.value.rule == "gateway-port" and err.value.variable == "vllm_gateway_port" and err.value.value == 9000
+    assert "set vllm_gateway_port to another port" in str(err.value)
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, profile="cpu", gateway=True, gateway_port="70000")
+    assert err.value.variable == "vllm_gateway_port"
+
+
 def test_the_cpu_stand_in_runs_eager_and_says_why(catalog):
     """profiles.cpu.enforce_eager: every cpu plan carries --enforce-eager and the catalog's why; GPU plans do not."""
     plan = make(catalog, profile="cpu", model="tiny")
