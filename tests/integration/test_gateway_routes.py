@@ -273,7 +273,8 @@ def test_verify_goes_through_the_gateway(gateway_deploy):
     verify = ansible_playbook("playbooks/verify.yml", extra, secrets=gateway_deploy["secrets"], check=False)
     gateway_deploy["timings"]["verify.yml through the gateway"] = round(time.monotonic() - started, 1)
     text = verify.stdout + verify.stderr
-    assert verify.returncode == 0, text[-5000:]
+    errors = docker("exec", CONTAINER, "tail", "-n", "20", "/var/log/nginx/error.log", check=False).stdout
+    assert verify.returncode == 0, text[-5000:] + "\nnginx error.log:\n" + errors
     assert "endpoint: http://localhost:%d/v1" % GATEWAY_PORT in text, text[-3000:]
     assert re.search(r"smoke: .*auth passed", text) and "within baseline" in text, text[-3000:]
     # The checks' requests are in the gateway's log: a chat per smoke check, and the benchmark's streams.
