@@ -281,4 +281,3 @@ def test_verify_goes_through_the_gateway(gateway_deploy):
     assert nginx_requests(r'"POST /v1/chat/completions HTTP') - chats >= 3 * 8, "verify's requests did not reach nginx"
     assert nginx_requests(r'"GET /health HTTP') >= 1
     assert nginx_requests(r'"POST /v1/chat/completions HTTP[^"]*" 401 ') >= 1, "the auth check's 401 came from elsewhere"
-
