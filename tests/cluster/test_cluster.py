@@ -543,3 +543,10 @@ def test_ray_tensor_parallel_across_two_containers(cluster):
     # Ray placed a vLLM worker actor on the worker container: its rank runs there, under the Ray unit.
     assert "ray::RayWorkerProc" in node_sh("sim-2", "ps -eo args").stdout
     assert node_sh("sim-2", "systemctl is-active vllm-cluster-ray.service").stdout.strip() == "active"
+
+    # As under mp: a second run of the cluster play, with the engine serving, changes nothing and restarts no unit.
+    units = ("vllm-cluster.service", "vllm-cluster-ray.service")
+    before = unit_identity(units)
+    again = playbook("cluster.yml", "-e", "cluster_group=sim_pair", "-e", "vllm_executor=ray")
+    assert {h: r["changed"] for h, r in recap(again.stdout).items()} == {"sim-1": 0, "sim-2": 0}
+    assert unit_identity(units) == before
