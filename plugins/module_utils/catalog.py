@@ -344,7 +344,12 @@ def release_at_least(release, minimum):
 
 
 def baseline_rows(catalog):
-    """Flatten ``baselines`` groups into one dict per measured configuration."""
+    """Flatten ``baselines`` groups into one dict per measured configuration.
+
+    A multi-node row with measured figures carries the ``executor`` it was measured under: its own or its table's,
+    else ``defaults.baseline_executor``. Single-node rows have none, and neither has a calibrated row (the throughput
+    module measures it on the serving machine, under the plan's own executor, in the same run)."""
+    measured_under = (catalog.get("defaults") or {}).get("baseline_executor")
     rows = []
     for group in catalog.get("baselines") or []:
         shared = {k: v for k, v in group.items() if k != "rows"}
@@ -353,15 +358,30 @@ def baseline_rows(catalog):
             merged.update(row)
             merged.setdefault("drafter", DRAFTER_NONE)
             merged.setdefault("patched", False)
+            if _as_nodes(merged.get("nodes")) > 1 and not merged.get("calibrate"):
+                merged.setdefault("executor", measured_under)
             rows.append(merged)
     return rows
 
 
-def find_baselines(catalog, profile=None, model=None, drafter=None, nodes=None, release=None, include_patched=False):
-    """Every baseline row matching the given keys (None matches anything), newest first."""
+def _as_nodes(value):
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def find_baselines(catalog, profile=None, model=None, drafter=None, nodes=None, release=None, include_patched=False,
+                   executor=None):
+    """Every baseline row matching the given keys (None matches anything), newest first.
+
+    ``executor`` keeps the rows measured under it and the rows that name no executor (single-node and calibrated
+    rows)."""
     found = []
     for row in baseline_rows(catalog):
         if row.get("patched") and not include_patched:
+            continue
+        if executor is not None and row.get("executor") not in (None, executor):
             continue
         if profile is not None and row.get("profile") != profile:
             continue
@@ -378,9 +398,9 @@ def find_baselines(catalog, profile=None, model=None, drafter=None, nodes=None, 
     return found
 
 
-def find_baseline(catalog, profile, model, drafter, nodes, release, include_patched=False):
-    """The newest stock baseline for exactly this configuration, or None."""
-    found = find_baselines(catalog, profile, model, drafter or DRAFTER_NONE, nodes, release, include_patched)
+def find_baseline(catalog, profile, model, drafter, nodes, release, include_patched=False, executor=None):
+    """The newest stock baseline for exactly this configuration (and ``executor``, when given), or None."""
+    found = find_baselines(catalog, profile, model, drafter or DRAFTER_NONE, nodes, release, include_patched, executor)
     return found[0] if found else None
 
 
@@ -395,7 +415,8 @@ def expected_from_baseline(row):
     """The plan contract's ``expected`` dict for a baseline row (None for None)."""
     if not row:
         return None
-    where = "%s, %s node%s, %s" % (row["profile"], row["nodes"], "" if int(row["nodes"]) == 1 else "s", row["release"])
+    measured_under = ", %s executor" % row["executor"] if row.get("executor") else ""
+    where = "%s, %s node%s, %s%s" % (row["profile"], row["nodes"], "" if int(row["nodes"]) == 1 else "s", row["release"], measured_under)
     source = "catalog: %s (%s%s)" % (row.get("table") or where, where, ", measured %s" % row["date"] if row.get("date") else "")
     expected = {
         "single_stream_tok_s": row.get("single_stream_tok_s"),
@@ -406,6 +427,9 @@ def expected_from_baseline(row):
         "source": source,
         "date": row.get("date"),
         "stand_in": bool(row.get("stand_in")),
+        # The executor the figures were measured under (multi-node rows); the planner fills a calibrated cluster
+        # row's with the plan's own.
+        "executor": row.get("executor"),
     }
     if row.get("calibrate"):
         # No fixed figures: the throughput module calibrates on the serving machine (bench_metrics.wants_calibration).

@@ -69,12 +69,24 @@ def max_model_len(planner):
                          "request does not fit in the KV cache" % (
                              mml, default_len, planner.model_name, " + " + planner.drafter if by_drafter else "", planner.profile_name))
         planner.reason("--max-model-len %d: requested" % mml)
-        if mml != default_len and not planner.profile.get("stand_in"):
-            planner.warn("--max-model-len %d differs from the shipped %d: it invalidates vLLM's compile cache, so the next "
-                         "start compiles from scratch (minutes longer)%s" % (
-                             mml, default_len, "; on %s the first start then fails once more for lack of KV cache" % (
-                                 planner.profile_name) if planner.model_rules.get("first_start_failure") else ""))
+        compile_cache(planner, "max_model_len", mml, default_len)
     planner.max_model_len = mml
+
+
+def compile_cache(planner, setting, value, shipped):
+    """A setting vLLM's compile cache is keyed on (the catalog's rules.compile_cache_settings), set to other than the
+    shipped value: the next start compiles from scratch, and fails once more where the profile expects a failed first
+    start. A profile that runs eager has no compile cache to invalidate."""
+    if value == shipped or planner.profile.get("enforce_eager"):
+        return
+    for entry in planner.rules.get("compile_cache_settings") or []:
+        if entry.get("setting") != setting:
+            continue
+        again = entry.get("first_start_failure") if planner.model_rules.get("first_start_failure") else None
+        planner.warn("%s %s differs from the shipped %s: %s%s (the notes: \"%s\")" % (
+            entry["flag"], value, shipped, " ".join(str(entry["effect"]).split()),
+            "; on %s %s" % (planner.profile_name, " ".join(str(again).split())) if again else "",
+            " ".join(str(entry["notes"]).split())))
 
 
 def media(planner):

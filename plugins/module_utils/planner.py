@@ -795,18 +795,40 @@ class _Planner(object):
                       "the port off any shared network" % DEV_MODE_ENV)
 
     def expected(self):
-        row = cat.find_baseline(self.catalog, self.profile_name, self.model_name, self.drafter, self.node_count, self.release_name)
+        key = (self.catalog, self.profile_name, self.model_name, self.drafter, self.node_count, self.release_name)
+        # A figure measured under this plan's executor first; else the one measured under another, with a warning.
+        row = cat.find_baseline(*key, executor=self.executor) or cat.find_baseline(*key)
         if row is None:
             self.warn("no catalog baseline for %s%s on %s x%d with vLLM %s: throughput will be measured, not gated" % (
                 self.model_name, "" if self.drafter == "none" else " + " + self.drafter, self.profile_name, self.node_count,
                 self.release_name))
             return None
         expected = cat.expected_from_baseline(row)
+        if self.cluster:
+            self.check_measured_executor(expected, row)
         tuned = [k for k in TUNING_KEYS if k in self.overridden]
         if tuned:
             self.warn("expected figures were measured with the catalog defaults; %s override%s may move them" % (
                 ", ".join(VARIABLES[k] for k in tuned), "" if len(tuned) == 1 else "s"))
         return expected
+
+    def check_measured_executor(self, expected, row):
+        """A cluster's figures hold for the executor they were measured under: a calibrated row is measured under the
+        plan's own; a measured row under another warns that the gate compares this cluster with that executor's."""
+        if row.get("calibrate"):
+            expected["executor"] = self.executor
+            return
+        measured = expected.get("executor")
+        if measured is None or measured == self.executor:
+            return
+        single = cat.figure_low(expected.get("single_stream_tok_s"))
+        self.warn("vllm_executor=%s: the catalog's baseline for %s%s on %s x%d with vLLM %s was measured under the %s "
+                  "executor, and none under %s; the throughput gate still compares this cluster with the %s figures%s, "
+                  "so a miss may be the executor's and not the deploy's; set vllm_executor=%s to be gated against the "
+                  "executor that was measured" % (
+                      self.executor, self.model_name, "" if self.drafter == "none" else " + " + self.drafter,
+                      self.profile_name, self.node_count, self.release_name, measured, self.executor, measured,
+                      "" if single is None else " (%s tok/s single-stream)" % _fmt(single), measured))
 
     def build(self):
         self.resolve_profile()

@@ -323,6 +323,9 @@ plan:
         - Catalog baseline for exactly this configuration, or null.
         - A stand-in's calibrated row has C(calibrate=true), no figures, and C(output_tokens), the request length
           the throughput gate in C(playbooks/verify.yml) measures with.
+        - C(executor) is the executor a cluster's figures were measured under (the catalog's
+          C(defaults.baseline_executor), V(ray), unless the row names another; a calibrated row's is the plan's own),
+          null on a single node. A cluster planned under another executor is still gated against them, with a warning.
       type: dict
       sample: {single_stream_tok_s: 216.3, aggregate_8_tok_s: 1150, kv_cache_tokens: null, acceptance: null}
     warnings:

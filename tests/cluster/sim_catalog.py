@@ -27,7 +27,8 @@ def sim_catalog():
     }
     # The stand-in cluster's throughput gate: the single-node stand-in's row (no fixed figures: a CPU's speed
     # belongs to the machine under test; the throughput module calibrates on the head, then gates the measured
-    # run), copied for two and four nodes.
+    # run), copied for two and four nodes. Calibrated rows name no executor (catalog.baseline_rows gives one only to
+    # measured multi-node rows): each run calibrates under its own, mp or Ray, so neither warns of a mismatch.
     single = next(g for g in catalog["baselines"] if g.get("profile") == "cpu" and g.get("stand_in"))
     for nodes in (2, 4):
         catalog["baselines"].append(dict(single, nodes=nodes, table="%s, TP=%d over the Docker bridge" % (single["table"], nodes)))

@@ -117,14 +117,23 @@ def render_markdown(catalog):
                    for d in catalog["diagnostics"]])
     out += ["", "## Measured baselines", "",
             "Rows marked patched ran with upstream fixes patched into the image; the planner never returns them",
-            "as the expectation of a stock release.", ""]
+            "as the expectation of a stock release. A multi-node table names the executor its figures were measured",
+            "under (`defaults.baseline_executor`, `%s`, unless the table says otherwise); a cluster planned with another"
+            % catalog["defaults"].get("baseline_executor"),
+            "`vllm_executor` is still gated against them, with a warning.", ""]
     for group in catalog["baselines"]:
+        # Calibrated rows are measured under the plan's own executor: a table of them names none.
+        measured = [r for r in group["rows"] if not (r.get("calibrate") or group.get("calibrate"))]
+        executor = (group.get("executor") or catalog["defaults"].get("baseline_executor")) if group["nodes"] > 1 and measured else None
         out += ["### %s" % group["table"], "",
-                "Profile `%s`, %d node%s, vLLM `%s`%s." % (
+                "Profile `%s`, %d node%s, vLLM `%s`%s%s." % (
                     group["profile"], group["nodes"], "" if group["nodes"] == 1 else "s", group["release"],
+                    ", %s executor" % executor if executor else "",
                     ", measured %s" % group["date"] if group.get("date") else ""), ""]
         rows = []
         for row in group["rows"]:
+            if row.get("executor") and row["executor"] != executor:
+                row = dict(row, note=("measured under the %s executor. " % row["executor"]) + (row.get("note") or ""))
             rows.append(["%s%s" % (row["model"], " + " + row["drafter"] if row.get("drafter", "none") != "none" else ""),
                          row.get("single_stream_tok_s"), row.get("aggregate_8_tok_s"), row.get("kv_cache_tokens"),
                          row.get("acceptance_pct"), ("patched. " if row.get("patched") else "") + (

@@ -28,7 +28,7 @@ from ansible_collections.sparkfleet.vllm.plugins.module_utils.catalog import (  
     version_tuple,
 )
 from ansible_collections.sparkfleet.vllm.plugins.module_utils.catalog_conditions import CONDITION_KEYS  # noqa: E402
-from ansible_collections.sparkfleet.vllm.plugins.module_utils.planner import RUNTIMES  # noqa: E402
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.planner import EXECUTORS, RUNTIMES  # noqa: E402
 from ansible_collections.sparkfleet.vllm.plugins.module_utils.smoke import CHECKS as SMOKE_CHECKS  # noqa: E402
 
 # The fields of a diagnostics entry (plugins/module_utils/diagnose.py reads them).
@@ -135,6 +135,35 @@ def _runtime_disk_problems(defaults, releases):
     return problems
 
 
+def _compile_cache_problems(rules):
+    """rules.compile_cache_settings: each names a planned setting, the flag the planner manages for it, its effect and
+    the notes' words (plan_settings.compile_cache quotes them)."""
+    problems = []
+    for index, entry in enumerate(rules.get("compile_cache_settings") or []):
+        where = "rules.compile_cache_settings[%d]" % index
+        missing = [k for k in ("setting", "flag", "effect", "notes") if not str((entry or {}).get(k) or "").strip()]
+        if missing:
+            problems.append("%s lacks %s" % (where, ", ".join(missing)))
+        elif entry["flag"] not in (rules.get("managed_flags") or {}):
+            problems.append("%s.flag %s is not a flag the planner manages (rules.managed_flags)" % (where, entry["flag"]))
+    return problems
+
+
+def _executor_problems(row, where):
+    """A multi-node row with figures names the executor they were measured under (its own, its table's or
+    defaults.baseline_executor); a single-node row has none, and a calibrated row is measured under the plan's own."""
+    executor = row.get("executor")
+    if not isinstance(row.get("nodes"), int) or row["nodes"] <= 1:
+        return ["%s: a single-node row has no executor (got %r)" % (where, executor)] if executor is not None else []
+    if row.get("calibrate"):
+        return ["%s: a calibrated row is measured under the plan's own executor in the same run; drop executor %r" % (
+            where, executor)] if executor is not None else []
+    if executor not in EXECUTORS:
+        return ["%s: executor %r must name the executor the figures were measured under (%s; defaults.baseline_executor "
+                "unless the table or row names one)" % (where, executor, ", ".join(EXECUTORS))]
+    return []
+
+
 def validate_catalog(catalog):
     """Structural problems in a catalog, as a list of strings (empty when sound)."""
     problems = []
@@ -149,6 +178,9 @@ def validate_catalog(catalog):
         problems.append("defaults.model %r is not a model" % defaults.get("model"))
     if defaults.get("release") not in releases:
         problems.append("defaults.release %r is not a release" % defaults.get("release"))
+    for key in ("executor", "baseline_executor"):
+        if defaults.get(key) not in EXECUTORS:
+            problems.append("defaults.%s %r is not an executor (%s)" % (key, defaults.get(key), ", ".join(EXECUTORS)))
     for table, metric_needed in (("objectives", True), ("bench_modes", False)):
         entries = catalog[table]
         if not isinstance(entries, dict) or not entries:
@@ -166,6 +198,7 @@ def validate_catalog(catalog):
         problems.append("defaults.bench_mode %r is not a bench mode" % defaults.get("bench_mode"))
     problems.extend(_runtime_disk_problems(defaults, releases))
     problems.extend(_diagnostics_problems(catalog["diagnostics"]))
+    problems.extend(_compile_cache_problems(catalog["rules"]))
     for name, model in models.items():
         if name != name.lower():
             problems.append("model key %s must be lower case" % name)
@@ -244,6 +277,7 @@ def validate_catalog(catalog):
                 problems.append("%s: a calibrated row records no figures" % where)
         elif not any(row.get(m) is not None for m in METRICS):
             problems.append("%s: no figure at all" % where)
+        problems.extend(_executor_problems(row, where))
         if row.get("output_tokens") is not None:
             if not row.get("calibrate"):
                 problems.append("%s: output_tokens belongs to calibrated rows only; measured figures keep the length "
@@ -251,7 +285,7 @@ def validate_catalog(catalog):
             if not isinstance(row["output_tokens"], int) or isinstance(row["output_tokens"], bool) or row["output_tokens"] < 16:
                 problems.append("%s: output_tokens=%r must be an integer of at least 16" % (where, row["output_tokens"]))
         key = (row.get("profile"), row.get("model"), row.get("drafter"), row.get("nodes"), row.get("release"), row.get("date"),
-               bool(row.get("patched")))
+               bool(row.get("patched")), row.get("executor"))
         if key in seen:
             problems.append("%s: duplicates %s" % (where, seen[key]))
         seen[key] = where

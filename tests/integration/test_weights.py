@@ -332,3 +332,18 @@ def test_a_drafter_entry_without_a_hub_checkpoint_is_refused_before_anything_is_
     assert result.returncode != 0 and "weights_drafter needs `checkpoint: <owner>/<name>`" in output, output[-3000:]
     assert "checkpoint=no-owner" in output
     assert not (tmp_path / "hf").exists(), "the refused run created the cache"
+
+
+def test_a_gated_drafter_without_a_token_is_refused_before_anything_is_written(tmp_path):
+    """A gated drafter (an assistant checkpoint behind the model's licence) needs the same token as a gated model:
+    with neither vllm_hf_token nor the controller's HF_TOKEN (the harness strips it), the role refuses it, naming
+    both, before the cache exists. The same drafter ungated passes this assert (the test above shows the download
+    then runs)."""
+    drafter = {"short": "mtp", "checkpoint": "sparkfleet/drafter-standin", "source": "huggingface", "gated": True}
+    result = ansible_playbook("playbooks/serve.yml", weights_vars(tmp_path / "hf", drafter_model=drafter),
+                              args=["--tags", "weights_preflight"], check=False, secrets={})
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output[-3000:]
+    assert "a gated drafter also needs vllm_hf_token (from a vault) or the controller's HF_TOKEN" in output, output[-3000:]
+    assert "checkpoint=sparkfleet/drafter-standin" in output
+    assert not (tmp_path / "hf").exists(), "the refused run created the cache"

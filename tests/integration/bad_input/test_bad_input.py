@@ -104,6 +104,12 @@ CASES = [
          "set vllm_drafter to one of: none"),
     plan("drafter-release-cannot-start", "spark4", {"vllm_drafter": "mtp"},
          "cannot start on vLLM v0.30.0", "expert", "vllm_drafter"),
+    # A tag the catalog has never seen takes the defects of the range it falls in: v0.28.0 lies after v0.27.0 and
+    # before v0.29.0, which fixed the 12b assistant's CUDA graph capture (planner.resolve_release).
+    plan("drafter-12b-mtp-on-unknown-tag-in-defect-range", "rtx_pro_6000",
+         {"vllm_model": "12b", "vllm_drafter": "mtp", "vllm_image": "vllm/vllm-openai:v0.28.0"},
+         "12b + mtp on rtx_pro_6000 cannot start on vLLM v0.28.0", "trips CUDA graph capture",
+         "set vllm_image=vllm/vllm-openai:v0.29.0 (or later), or vllm_drafter=dflash"),
     plan("objective-unknown", "rtx_pro_6000", {"vllm_drafter": "auto", "vllm_objective": "fastest"},
          "unknown objective 'fastest'", "set vllm_objective to one of: interactive, throughput"),
     plan("profile-unknown", "spark1", {"vllm_profile": "h100"}, "vllm_profile", "h100"),

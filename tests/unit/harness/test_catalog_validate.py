@@ -101,3 +101,42 @@ def test_validation_wants_the_why_of_a_profiles_eager_mode(catalog):
     del catalog["profiles"]["cpu"]["stand_in_differences"]["--enforce-eager"]
     assert catalog_validate.validate_catalog(catalog) == [
         "profiles.cpu.enforce_eager needs its why in stand_in_differences[--enforce-eager]"]
+
+
+def _group(catalog, profile, nodes):
+    return next(g for g in catalog["baselines"] if g["profile"] == profile and g["nodes"] == nodes)
+
+
+@pytest.mark.parametrize("change,problem", [
+    (lambda c: _group(c, "dgx_spark", 1)["rows"][0].update(executor="ray"), "a single-node row has no executor (got 'ray')"),
+    (lambda c: _group(c, "cpu", 1).update(nodes=2, executor="mp"),
+     "a calibrated row is measured under the plan's own executor in the same run; drop executor 'mp'"),
+    (lambda c: _group(c, "dgx_spark", 2)["rows"][0].update(executor="slurm"),
+     "executor 'slurm' must name the executor the figures were measured under (ray, mp"),
+    (lambda c: c["defaults"].pop("baseline_executor"), "defaults.baseline_executor None is not an executor"),
+], ids=["single-node-with-executor", "calibrated-with-executor", "unknown-executor", "no-default-executor"])
+def test_validation_of_the_measured_executor(catalog, change, problem):
+    """Multi-node figures name the executor they were measured under (the notes' run_cluster.sh: Ray); one node has
+    none, and a calibrated stand-in row is measured under the plan's own."""
+    broken = copy.deepcopy(catalog)
+    change(broken)
+    problems = catalog_validate.validate_catalog(broken)
+    assert any(problem in p for p in problems), problems
+
+
+def test_a_row_measured_under_another_executor_is_no_duplicate(catalog):
+    group = _group(catalog, "dgx_spark", 2)
+    group["rows"].append(dict(group["rows"][0], executor="mp"))
+    assert catalog_validate.validate_catalog(catalog) == []
+
+
+def test_validation_of_the_compile_cache_settings(catalog):
+    """The notes' "Changing --max-model-len invalidates the cache" is data: each entry names a managed flag."""
+    entry = catalog["rules"]["compile_cache_settings"][0]
+    assert entry["flag"] == "--max-model-len" and entry["flag"] in catalog["rules"]["managed_flags"]
+    broken = copy.deepcopy(catalog)
+    broken["rules"]["compile_cache_settings"][0]["flag"] = "--max-len"
+    broken["rules"]["compile_cache_settings"].append({"setting": "max_num_seqs"})
+    problems = catalog_validate.validate_catalog(broken)
+    assert "rules.compile_cache_settings[0].flag --max-len is not a flag the planner manages (rules.managed_flags)" in problems
+    assert "rules.compile_cache_settings[1] lacks flag, effect, notes" in problems

@@ -364,3 +364,30 @@ def test_the_cpu_stand_in_baseline_is_calibrated_not_fixed(catalog):
     # Every other row is real hardware with measured figures, never calibrated; the cpu rows are the stand-ins'.
     calibrated = [(r["profile"], r["model"]) for r in cat.baseline_rows(catalog) if r.get("calibrate")]
     assert calibrated == [("cpu", "tiny"), ("cpu", "tiny-31b"), ("cpu", "tiny-26b-a4b"), ("cpu", "tiny-e2b")]
+
+
+def test_multi_node_rows_name_the_executor_they_were_measured_under(catalog):
+    """The notes: "run_cluster.sh joins two DGX Sparks into a Ray cluster and serves one Gemma 4 model across both GPUs
+    with tensor parallelism (TP=2)"; four Sparks join the same way. Every two- and four-Spark figure (the 31B's 15.5
+    tok/s on two, 24.8 on four) is Ray's; single-node rows have no executor."""
+    assert catalog["defaults"]["baseline_executor"] == "ray"
+    for nodes, single in ((2, 15.5), (4, 24.8)):
+        row = cat.find_baseline(catalog, "dgx_spark", "31b", "none", nodes, "v0.30.0")
+        assert (row["single_stream_tok_s"], row["executor"]) == (single, "ray")
+        assert cat.find_baseline(catalog, "dgx_spark", "31b", "none", nodes, "v0.30.0", executor="ray") == row
+        assert cat.find_baseline(catalog, "dgx_spark", "31b", "none", nodes, "v0.30.0", executor="mp") is None
+        assert "ray executor" in cat.expected_from_baseline(row)["source"]
+    rows = cat.baseline_rows(catalog)
+    assert {r["executor"] for r in rows if r["nodes"] > 1} == {"ray"}
+    assert all(r.get("executor") is None for r in rows if r["nodes"] == 1)
+    # A row without an executor (one node) matches whichever executor is asked for.
+    one = cat.find_baseline(catalog, "dgx_spark", "31b", "none", 1, "v0.30.0", executor="mp")
+    assert one["single_stream_tok_s"] == 8.9 and cat.expected_from_baseline(one)["executor"] is None
+
+
+def test_a_table_or_row_may_name_its_own_executor(catalog):
+    group = next(g for g in catalog["baselines"] if (g["profile"], g["nodes"], g["release"]) == ("dgx_spark", 4, "v0.30.0"))
+    group["executor"] = "mp"
+    group["rows"][1]["executor"] = "ray"
+    measured = {r["model"]: r["executor"] for r in cat.find_baselines(catalog, "dgx_spark", None, "none", 4, "v0.30.0")}
+    assert measured["31b"] == "mp" and measured["26b-a4b"] == "ray"

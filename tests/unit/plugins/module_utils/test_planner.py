@@ -268,6 +268,51 @@ def test_cluster_golden(catalog, nodes, model, drafter, executor):
             assert flag(wargv, "--tensor-parallel-size") == str(nodes)
 
 
+def _spark_cluster(catalog, nodes, **request):
+    addresses = ["192.0.2.10%d" % (i + 1) for i in range(nodes)]
+    base = {"profile": "dgx_spark", "node_count": nodes, "head_address": addresses[0], "cluster_interface": "enp1s0f1np1",
+            "cluster_hca": "rocep1s0f1"}
+    base.update(request)
+    return planner.plan_cluster(catalog, base, addresses)
+
+
+@pytest.mark.parametrize("nodes,single,aggregate", [(2, 15.5, 116), (4, 24.8, 157)])
+def test_a_cluster_baseline_carries_the_executor_it_was_measured_under(catalog, nodes, single, aggregate):
+    """The notes: "run_cluster.sh joins two DGX Sparks into a Ray cluster and serves one Gemma 4 model across both
+    GPUs with tensor parallelism (TP=2)" (four the same way): the 31B's 15.5 / 116 tok/s on two Sparks and 24.8 / 157
+    on four were measured under Ray. An mp cluster is gated against them too, and told so."""
+    ray = _spark_cluster(catalog, nodes, model="31b", drafter="none", executor="ray")[0]
+    assert (ray["expected"]["single_stream_tok_s"], ray["expected"]["aggregate_8_tok_s"]) == (single, aggregate)
+    assert ray["expected"]["executor"] == "ray" and "ray executor" in ray["expected"]["source"]
+    assert not any("vllm_executor" in w for w in ray["warnings"]), ray["warnings"]
+    # Unset, the executor is the catalog's default, Ray: no warning either.
+    assert not any("vllm_executor" in w for w in _spark_cluster(catalog, nodes, model="31b")[0]["warnings"])
+    mp = _spark_cluster(catalog, nodes, model="31b", drafter="none", executor="mp")[0]
+    assert mp["executor"] == "mp" and mp["expected"]["executor"] == "ray"
+    assert mp["expected"]["single_stream_tok_s"] == single
+    warned = [w for w in mp["warnings"] if w.startswith("vllm_executor=mp:")]
+    assert len(warned) == 1, mp["warnings"]
+    for text in ("31b on dgx_spark x%d with vLLM v0.30.0 was measured under the ray executor, and none under mp" % nodes,
+                 "the throughput gate still compares this cluster with the ray figures (%s tok/s single-stream)" % single,
+                 "a miss may be the executor's and not the deploy's", "set vllm_executor=ray"):
+        assert text in warned[0], warned[0]
+    # One node has no executor: its figures carry none and nothing warns.
+    assert make(catalog, profile="dgx_spark", model="31b")["expected"]["executor"] is None
+
+
+def test_a_figure_measured_under_the_plans_executor_wins(catalog):
+    """A catalog row measured under mp (none in the notes yet) would be the mp plan's expectation, without a warning,
+    and would leave the Ray plan's the Ray figure."""
+    changed = copy.deepcopy(catalog)
+    group = next(g for g in changed["baselines"] if (g["profile"], g["nodes"], g["release"]) == ("dgx_spark", 2, "v0.30.0"))
+    group["rows"].append(dict(next(r for r in group["rows"] if r["model"] == "31b"), executor="mp", single_stream_tok_s=14.0))
+    mp = _spark_cluster(changed, 2, model="31b", executor="mp")[0]
+    assert (mp["expected"]["single_stream_tok_s"], mp["expected"]["executor"]) == (14.0, "mp")
+    assert not any("vllm_executor" in w for w in mp["warnings"]), mp["warnings"]
+    ray = _spark_cluster(changed, 2, model="31b", executor="ray")[0]
+    assert (ray["expected"]["single_stream_tok_s"], ray["expected"]["executor"]) == (15.5, "ray")
+
+
 @pytest.mark.parametrize("nodes,model,drafter,single", [
     (2, "31b", "dflash", 33.5), (2, "e2b", "mtp", 108.2), (2, "26b-a4b", "none", 61.6),
     (4, "31b", "dflash", 48.0), (4, "12b", "mtp", 62.4), (4, "e4b", "none", 65.9),
@@ -988,11 +1033,36 @@ def test_e2b_on_four_sparks_warns_of_its_within_run_sag(catalog):
     assert not any("sagged" in w for w in two[0]["warnings"])
 
 
+NOTES_COMPILE_CACHE = "Changing --max-model-len invalidates the cache, so expect it again after editing it."
+
+
 def test_changing_max_model_len_warns_that_the_compile_cache_is_rebuilt(catalog):
     # The notes: "Changing --max-model-len invalidates the cache, so expect it again after editing it."
     plan = make(catalog, profile="rtx_pro_6000", model="26b-a4b", max_model_len=131072)
     assert any("compile cache" in w and "--max-model-len" in w for w in plan["warnings"]), plan["warnings"]
+    assert any('--max-model-len 131072 differs from the shipped 262144' in w and '(the notes: "%s")' % NOTES_COMPILE_CACHE in w
+               for w in plan["warnings"]), plan["warnings"]
     assert not any("compile cache" in w for w in make(catalog, profile="rtx_pro_6000", model="26b-a4b")["warnings"])
+    # The 31B on the RTX 5090 fails its first start (too little KV before the cache exists): it fails once more.
+    again = make(catalog, profile="rtx_5090", model="31b", drafter="none", max_model_len=32768)["warnings"]
+    assert any("on rtx_5090 the first start then fails once more for lack of KV cache" in w for w in again), again
+    # The cpu stand-in runs eager: it has no compile cache to invalidate.
+    assert not any("compile cache" in w for w in make(catalog, profile="cpu", model="tiny", max_model_len=2048)["warnings"])
+
+
+def test_the_compile_cache_knowledge_is_the_catalogs(catalog):
+    """rules.compile_cache_settings holds the facts and the notes' words; the planner only reads them."""
+    assert catalog["rules"]["compile_cache_settings"] == [{
+        "setting": "max_model_len", "flag": "--max-model-len",
+        "effect": "it invalidates vLLM's compile cache, so the next start compiles from scratch (minutes longer)",
+        "first_start_failure": "the first start then fails once more for lack of KV cache", "notes": NOTES_COMPILE_CACHE}]
+    changed = copy.deepcopy(catalog)
+    changed["rules"]["compile_cache_settings"][0]["notes"] = "edited in the catalog"
+    warned = planner.plan(changed, {"profile": "rtx_pro_6000", "max_model_len": 131072})["warnings"]
+    assert any('(the notes: "edited in the catalog")' in w for w in warned), warned
+    changed["rules"]["compile_cache_settings"] = []
+    warned = planner.plan(changed, {"profile": "rtx_pro_6000", "max_model_len": 131072})["warnings"]
+    assert not any("compile cache" in w for w in warned), warned
 
 
 def test_31b_on_the_spark_names_the_measured_mnbt_tradeoff(catalog):
@@ -1094,5 +1164,8 @@ def test_a_stand_in_cluster_is_compared_with_the_real_cluster(nodes, executor):
         "cluster_hca": "standin-no-roce"})
     assert plan["stand_in_for"]["profile"] == "dgx_spark"
     assert not [w for w in plan["warnings"] if "stand-in for" in w], plan["warnings"]
+    # The stand-in's row is calibrated in the run, under the run's own executor: no mismatch to warn of.
+    assert plan["expected"]["calibrate"] is True and plan["expected"]["executor"] == executor
+    assert not [w for w in plan["warnings"] if "vllm_executor" in w], plan["warnings"]
     assert "--enable-expert-parallel" in plan["argv"] and "--enable-expert-parallel" in plan["stand_in_for"]["argv"]
     assert {d["flag"] for d in plan["stand_in_for"]["differences"]} == CPU_FORCED | GAPS["tiny-26b-a4b"]
