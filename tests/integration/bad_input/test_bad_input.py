@@ -45,6 +45,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -58,6 +59,9 @@ RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s
 LOCAL_SERVICE = "vllm-serve-badinput"
 LOCAL_PORT = 18410
 CASE_TIMEOUT_S = 180
+# A node without iputils-ping, stood in for on this machine: a PATH whose one directory mirrors the system's tool
+# directories, ping left out (no_ping_path() fills it; the local connection and every other tool still work).
+NO_PING_BIN = REPO / "tests" / "output" / "bad-input-no-ping-bin"
 WORKERS = 3
 # inventories/local's model (what `make demo` serves), as the catalog describes it: the stand-in cases' refusals name it.
 LOCAL_MODEL_NAME = yaml.safe_load((REPO / "inventories/local/group_vars/all.yml").read_text())["vllm_model"]
@@ -227,6 +231,9 @@ CASES = [
          "VLLM_SERVER_DEV_MODE", "vllm_native_env", "vllm_native_allow_dev_mode=true"),
     site("unreachable-head-address", "local_pair", {"head_link_ip": "192.0.2.250"},
          "vllm_cluster_link_ip is '192.0.2.250'", "Fix: set vllm_cluster_link_ip for node-a"),
+    # The ping check's rc 2 "No such file" must read as a missing tool, not as an unreachable link.
+    site("no-ping-command-on-a-node", "local_pair", {}, "node-a has no ping command",
+         "Fix: install it (apt-get install iputils-ping", env={"PATH": str(NO_PING_BIN)}),
     # --- server environment (vllm_env, read by the planner for every runtime) ------------------------------
     plan("dev-mode-in-vllm-env", "spark4", {"vllm_env": {"VLLM_SERVER_DEV_MODE": "1"}},
          "VLLM_SERVER_DEV_MODE=1 would register vLLM's development routes", "remove it from vllm_env",
@@ -333,6 +340,18 @@ def interface_address(name):
     raise AssertionError("the local pair needs an IPv4 address on %s (ip -4 addr show dev %s: %r)" % (name, name, out))
 
 
+def no_ping_path():
+    """NO_PING_BIN: a link to every program in the system's tool directories except ping (the first of a name wins,
+    as on PATH)."""
+    shutil.rmtree(NO_PING_BIN, ignore_errors=True)
+    NO_PING_BIN.mkdir(parents=True)
+    for directory in ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"):
+        for program in sorted(pathlib.Path(directory).glob("*")) if os.path.isdir(directory) else []:
+            link = NO_PING_BIN / program.name
+            if not program.name.startswith("ping") and not os.path.lexists(link):
+                link.symlink_to(program)
+
+
 def write_inventories(root):
     """Temporary inventories: a 3-node Spark group, a 2-node RTX PRO cluster, this machine as a 2-node cluster."""
     sys.path.insert(0, str(REPO / "tests" / "cluster"))
@@ -434,6 +453,7 @@ def outcomes(tmp_path_factory, request):
     """Run every case once (three at a time), report the count and the time in the terminal summary."""
     require(tool("ansible-playbook"), "ansible-playbook (run `make venv`)")
     inventories = write_inventories(tmp_path_factory.mktemp("bad-input-inventories"))
+    no_ping_path()
     # Only the cases this session selected (-k): a run of a few must not run every playbook.
     chosen = {i.callspec.params["item"].id for i in request.session.items
               if hasattr(i, "callspec") and "item" in i.callspec.params}
