@@ -61,7 +61,7 @@ node() {
     # ruleset into each node's own network namespace.
     # shellcheck disable=SC2086  # SPARKFLEET_RUN_FLAGS is a list of flags
     docker run -d --name "$name" --hostname "$name" --network "$NETWORK" --ip "$addr" \
-      $SPARKFLEET_RUN_FLAGS $(sim_host_cpuset "${SPARKFLEET_STANDIN_CPUS:-}") \
+      $SPARKFLEET_RUN_FLAGS \
       --cap-add NET_ADMIN \
       --label sparkfleet.sim=cluster \
       --shm-size 1g \

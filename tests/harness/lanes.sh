@@ -1,31 +1,27 @@
 #!/usr/bin/env bash
 # make test: the six tiers in two lanes that run side by side.
 #
-# Why two lanes: each lane is one chain of tiers that is busy on about one core, and the two run side by side:
+# Why two lanes: vLLM's CPU build binds its engine to core 0 and leaves the
+# other core to everything else (its log: "reserved_cpus=[1]"), so the tiers
+# that serve the stand-in on this machine keep a 2-core machine only 50-55%
+# busy for most of their time (sampled every 10 s through the integration
+# tier). The other tiers — lint, unit, Molecule and the simulated cluster —
+# are busy on the CPU the whole time. Each lane gets about one core:
 #
-#   serve lane:   lint, integration            (the stand-in engines serve on the host)
-#   build lane:   unit, molecule, cluster      (the simulated cluster's engines serve in its containers)
+#   serve lane:   lint, integration            (stand-in engines on core 0, vLLM's default)
+#   build lane:   unit, molecule, cluster      (cluster engines on core 1: SPARKFLEET_STANDIN_CPUS=1)
 #   either lane:  awx, taken by the lane that finishes its own tiers first
-#
-# Each lane is pinned to its own half of the CPUs (core 0 and core 1 on a 2-core machine): taskset on the lane's
-# shell, which every process it starts inherits, and --cpuset-cpus for the containers that serve (the operator
-# host, the simulated cluster: tests/harness/sim-host.sh), whose processes are the Docker daemon's children.
-# vLLM's CPU build then binds its engine to a core of the lane's own (it picks from the process's affinity).
-# Why pinned: the CPU build runs its model worker and its engine core as two processes, and the engine core
-# busy-waits (sched_yield) for the worker's answer; unpinned, one serving stand-in kept both cores busy and took
-# the other lane's core. Measured on this machine (2026-12-05, idle, the stand-in, 256-token completions): unpinned
-# 532 tok/s at one stream and 1,373 at eight, with 1.96 cores busy; pinned to one core 416 and 2,471 tok/s, with
-# 1.00 core busy.
 #
 # Why AWX is shared: in a fresh-clone run of 830dd1b (2026-12-04) the build lane finished its tiers 348 s
 # before the serve lane, then idled while the serve lane ran AWX (271 s) alone. The lane that is free first
-# takes it now.
+# takes it now; its engine keeps vLLM's default core either way (AWX does not read SPARKFLEET_STANDIN_CPUS).
 #
 # Lint sits in the serve lane to even them out: measured in one fresh-clone run, the build lane (with lint)
 # took 1,896 s and the serve lane 1,674 s, and lint takes 174 s.
 #
-# The simulated cluster's engines are bound to the build lane's cores through the variable an
-# operator would use (vllm_cluster_extra_env in inventories/sim4 reads SPARKFLEET_STANDIN_CPUS). Molecule runs
+# The simulated cluster's engines are bound to core 1 through the variable an
+# operator would use (vllm_cluster_extra_env in inventories/sim4); left to
+# vLLM's default they would share core 0 with the serve lane's. Molecule runs
 # its scenarios one at a time here (two at a time when run alone). Every tier
 # is the same pytest run as `make test-<tier>`; nothing is left out.
 #
@@ -163,25 +159,9 @@ if [[ "${SPARKFLEET_TEST_LANES:-2}" == "1" ]]; then
   exit $rc
 fi
 
-# lane_cpus: the CPUs this process may use, split in two halves ("0" and "1" on a 2-core machine); one CPU: none.
-lane_cpus() {
-  python3 -c 'import os; c = sorted(os.sched_getaffinity(0)); h = len(c) // 2
-if h: print(",".join(map(str, c[:h])), ",".join(map(str, c[h:])))'
-}
-# pin_lane CPUS: this lane's shell and everything it starts keep to CPUS (SPARKFLEET_LANE_CPUS tells the test
-# harness which cores the lane's containers get).
-pin_lane() {
-  [[ -n "$1" ]] || return 0
-  taskset -c -p "$1" "$BASHPID" >/dev/null && export SPARKFLEET_LANE_CPUS="$1"
-  log "$2 lane: pinned to CPUs $1"
-}
-read -r serve_cpus build_cpus < <(lane_cpus) || true
-
-(pin_lane "${serve_cpus:-}" serve
- run_lane serve "${SERVE_LANE[@]}" 2>&1 | tee "$LOG_DIR/serve.log" | sed -u 's/^/[serve] /'; exit "${PIPESTATUS[0]}") &
+(run_lane serve "${SERVE_LANE[@]}" 2>&1 | tee "$LOG_DIR/serve.log" | sed -u 's/^/[serve] /'; exit "${PIPESTATUS[0]}") &
 serve=$!
-(pin_lane "${build_cpus:-}" build
- export SPARKFLEET_STANDIN_CPUS="${build_cpus:-1}" SPARKFLEET_MOLECULE_WORKERS=1
+(export SPARKFLEET_STANDIN_CPUS=1 SPARKFLEET_MOLECULE_WORKERS=1
  run_lane build "${BUILD_LANE[@]}" 2>&1 | tee "$LOG_DIR/build.log" | sed -u 's/^/[build] /'; exit "${PIPESTATUS[0]}") &
 build=$!
 await vllm ray docker

@@ -58,7 +58,7 @@ container() {
   log "starting $NAME at $ADDR"
   # shellcheck disable=SC2086  # SPARKFLEET_RUN_FLAGS is a list of flags
   docker run -d --name "$NAME" --hostname "$NAME" --network "$NETWORK" --ip "$ADDR" \
-    $SPARKFLEET_RUN_FLAGS $(sim_host_cpuset "${SPARKFLEET_LANE_CPUS:-}") \
+    $SPARKFLEET_RUN_FLAGS \
     --label sparkfleet.sim=operator \
     --shm-size 1g \
     -v "$PYTHON_HOME:$PYTHON_HOME:ro" \

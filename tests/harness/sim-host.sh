@@ -10,17 +10,10 @@
 #   sim_host_login C KEY      in container C: the login SIM_LOGIN (bash, in no privileged group) with KEY.pub
 #                             authorized, sudo for it *with* the password, sshd refusing root and passwords
 #   sim_host_ssh_ok ADDR KEY  true once SIM_LOGIN@ADDR answers over SSH with KEY
-#   sim_host_cpuset CPUS      `--cpuset-cpus CPUS` for docker run when CPUS is set, nothing otherwise: under
-#                             `make test` each lane keeps its processes on its own cores (tests/harness/lanes.sh),
-#                             and a container's processes are the Docker daemon's children, not the lane's
 #
 # Debian already has a group named operator, hence the login's name.
 # shellcheck shell=bash
 SIM_LOGIN="${SIM_LOGIN:-sparkop}"
-
-sim_host_cpuset() {
-  if [[ -n "${1:-}" ]]; then printf -- '--cpuset-cpus %s' "$1"; fi
-}
 
 sim_host_secrets() {
   local state="$1" python="$REPO/.venv/bin/python"
