@@ -349,7 +349,6 @@ def baseline_rows(catalog):
     A multi-node row with measured figures carries the ``executor`` it was measured under: its own or its table's,
     else ``defaults.baseline_executor``. Single-node rows have none, and neither has a calibrated row (the throughput
     module measures it on the serving machine, under the plan's own executor, in the same run)."""
-    measured_under = (catalog.get("defaults") or {}).get("baseline_executor")
     rows = []
     for group in catalog.get("baselines") or []:
         shared = {k: v for k, v in group.items() if k != "rows"}
@@ -359,12 +358,19 @@ def baseline_rows(catalog):
             merged.setdefault("drafter", DRAFTER_NONE)
             merged.setdefault("patched", False)
             if _as_nodes(merged.get("nodes")) > 1 and not merged.get("calibrate"):
-                merged.setdefault("executor", measured_under)
+                merged["executor"] = row.get("executor") or table_executor(catalog, group)
             rows.append(merged)
     return rows
 
 
+def table_executor(catalog, group):
+    """The executor a baselines table's multi-node figures were measured under: the table's own, else
+    ``defaults.baseline_executor``. A row may name another (``baseline_rows`` gives each row's)."""
+    return group.get("executor") or (catalog.get("defaults") or {}).get("baseline_executor")
+
+
 def _as_nodes(value):
+    # The validator reads these rows before it has checked them: a node count that is not a number counts as none.
     try:
         return int(value or 0)
     except (TypeError, ValueError):

@@ -42,6 +42,8 @@ def _conditions_text(entry):
 
 def render_markdown(catalog):
     """docs/catalog.md's text for ``catalog`` (a loaded catalog)."""
+    from ansible_collections.sparkfleet.vllm.plugins.module_utils.catalog import table_executor
+
     out = [
         "# Catalog",
         "",
@@ -124,7 +126,7 @@ def render_markdown(catalog):
     for group in catalog["baselines"]:
         # Calibrated rows are measured under the plan's own executor: a table of them names none.
         measured = [r for r in group["rows"] if not (r.get("calibrate") or group.get("calibrate"))]
-        executor = (group.get("executor") or catalog["defaults"].get("baseline_executor")) if group["nodes"] > 1 and measured else None
+        executor = table_executor(catalog, group) if group["nodes"] > 1 and measured else None
         out += ["### %s" % group["table"], "",
                 "Profile `%s`, %d node%s, vLLM `%s`%s%s." % (
                     group["profile"], group["nodes"], "" if group["nodes"] == 1 else "s", group["release"],

@@ -231,7 +231,8 @@ CASES = [
          "VLLM_SERVER_DEV_MODE", "vllm_native_env", "vllm_native_allow_dev_mode=true"),
     site("unreachable-head-address", "local_pair", {"head_link_ip": "192.0.2.250"},
          "vllm_cluster_link_ip is '192.0.2.250'", "Fix: set vllm_cluster_link_ip for node-a"),
-    # The ping check's rc 2 "No such file" must read as a missing tool, not as an unreachable link.
+    # The ping check failing to run (rc 2 "No such file" on older ansible-core, "Error executing command." on 2.19)
+    # must read as a missing tool, not as an unreachable link.
     site("no-ping-command-on-a-node", "local_pair", {}, "node-a has no ping command",
          "Fix: install it (apt-get install iputils-ping", env={"PATH": str(NO_PING_BIN)}),
     # --- server environment (vllm_env, read by the planner for every runtime) ------------------------------
