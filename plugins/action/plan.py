@@ -102,7 +102,9 @@ def group_request(task_vars, group="vllm_cluster"):
     host = task_vars.get("inventory_hostname")
     groups = task_vars.get("groups") or {}
     listed = [name for name in (planner.SINGLE_GROUP, group) if host in (groups.get(name) or [])]
-    return {"host": host, "host_groups": listed}
+    # Where clients (and verify.yml, bench.yml, status.yml) reach this host: its management address, as Ansible does.
+    address = _hostvar(task_vars.get("hostvars") or {}, host, "ansible_host") or host
+    return {"host": host, "host_groups": listed, "client_address": address}
 
 
 def _as_bool(value):

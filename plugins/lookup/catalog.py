@@ -37,6 +37,13 @@ options:
         name fails with the catalog's names and the variable to set.
     type: str
     version_added: 2.0.0
+  runtime:
+    description:
+      - With O(model), the entry also carries C(disk), the disk that model needs on this runtime (V(compose) or
+        V(native)) as the planner sizes it (C(weights_gib), C(runtime_gib)), before a release or a drafter is chosen;
+        a plan's own C(disk) adds those.
+    type: str
+    version_added: 2.0.0
 """
 
 EXAMPLES = r"""
@@ -51,6 +58,10 @@ EXAMPLES = r"""
 - name: The catalog entry of a model named by its checkpoint id
   ansible.builtin.debug:
     msg: "{{ lookup('sparkfleet.vllm.catalog', model='unsloth/gemma-4-31B-it-NVFP4').short }}"  # 31b
+
+- name: Disk the 31B needs under compose, sized as the planner sizes it
+  ansible.builtin.debug:
+    msg: "{{ lookup('sparkfleet.vllm.catalog', model='31b', runtime='compose').disk }}"
 
 - name: The whole catalog
   ansible.builtin.set_fact:
@@ -67,7 +78,7 @@ _raw:
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.sparkfleet.vllm.plugins.module_utils.catalog import CatalogError, get_path, load_catalog, resolve_model
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.catalog import CatalogError, disk_need, get_path, load_catalog, resolve_model
 
 
 class LookupModule(LookupBase):
@@ -77,7 +88,14 @@ class LookupModule(LookupBase):
             catalog = load_catalog(self.get_option("path") or None)
             if self.get_option("model"):
                 short = resolve_model(catalog, self.get_option("model"))
-                return [dict(catalog["models"][short], short=short)]
+                entry = dict(catalog["models"][short], short=short)
+                runtime = self.get_option("runtime")
+                if runtime:
+                    if runtime not in catalog["defaults"]["runtime_disk_gib"]:
+                        raise AnsibleLookupError("runtime %r is not one of %s; set vllm_runtime to one of them" % (
+                            runtime, ", ".join(sorted(catalog["defaults"]["runtime_disk_gib"]))))
+                    entry["disk"] = disk_need(catalog, {}, runtime, entry)
+                return [entry]
             if not terms:
                 return [catalog]
             return [get_path(catalog, term) for term in terms]

@@ -250,8 +250,14 @@ def endpoint(planner):
 
 def client_endpoint(planner):
     """Where clients (and verify.yml, bench.yml, status.yml) reach the API: vLLM's port, or with the gateway its port
-    (vllm_gateway_port, else the catalog's defaults.gateway_port), over https when the gateway has a certificate."""
-    planner.client_endpoint = _client_endpoint(planner)
+    (vllm_gateway_port, else the catalog's defaults.gateway_port), over https when the gateway has a certificate; ``url``
+    is the whole base URL at the host's management address (client_address: ansible_host, else the inventory name)."""
+    endpoint = _client_endpoint(planner)
+    address = str(planner.request.get("client_address") or planner.request.get("host") or "localhost").strip()
+    if ":" in address and not address.startswith("["):
+        address = "[%s]" % address  # an IPv6 literal
+    endpoint["url"] = "%s://%s:%d" % (endpoint["scheme"], address, endpoint["port"])
+    planner.client_endpoint = endpoint
 
 
 def _client_endpoint(planner):

@@ -25,6 +25,7 @@ means "not set, use the catalog default"):
   cluster_nodes (every node of the cluster group: ``{"host", "address",
   "machine"}``, for the link-address check), host and host_groups (this host's
   inventory name and which of vllm_single / the cluster group list it),
+  client_address (its ansible_host: where ``endpoint.url`` points clients),
   gateway (vllm_gateway: the API gateway fronts the server, which then binds
   loopback; the plan's ``bind_address`` says where it listens).
 

@@ -366,8 +366,10 @@ plan:
       description:
         - Where clients reach the API, what verify, bench and status use. C(via) is C(vllm) (vLLM's own port, C(http))
           or C(gateway) (O(gateway_port), C(https) with O(gateway_tls)); C(scheme) and C(port).
+        - C(url) is the base URL clients use, at the host's C(ansible_host) (else its inventory name); verify.yml,
+          bench.yml and status.yml read it, and C(vllm_verify_url) overrides it for verify and bench.
       type: dict
-      sample: {via: vllm, scheme: http, port: 8000}
+      sample: {via: vllm, scheme: http, port: 8000, url: "http://192.0.2.10:8000"}
     drafter_model:
       description:
         - The drafter's checkpoint that the weights role places beside the model and the cluster copies to every

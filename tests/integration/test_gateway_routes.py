@@ -266,7 +266,8 @@ def test_verify_goes_through_the_gateway(gateway_deploy):
     """verify.yml with the gateway's plan reaches the API where clients do, the plan's endpoint (the gateway's port):
     the wait, the smoke checks (auth included: 401 without the key, through nginx) and the calibrated throughput gate
     all pass through nginx, whose access log counts their requests."""
-    assert gateway_deploy["plan"]["endpoint"] == {"via": "gateway", "scheme": "http", "port": GATEWAY_PORT}
+    assert gateway_deploy["plan"]["endpoint"] == {"via": "gateway", "scheme": "http", "port": GATEWAY_PORT,
+                                                  "url": "http://localhost:%d" % GATEWAY_PORT}
     chats = nginx_requests(r'"POST /v1/chat/completions HTTP')
     extra = dict(gateway_deploy["extra"], vllm_results_dir=str(STATE / "results"))
     started = time.monotonic()

@@ -64,12 +64,38 @@ def test_preflight_resolves_the_model_as_the_planner_does():
     defaults = (REPO / "roles/preflight/defaults/main.yml").read_text()
     assert "preflight_model: \"{{ vllm_plan.model.short if vllm_plan is defined" in defaults
     storage = (REPO / "roles/preflight/tasks/storage.yml").read_text()
-    assert "lookup('sparkfleet.vllm.catalog', model=preflight_model)" in storage and "in __preflight_models" not in storage
+    assert "lookup('sparkfleet.vllm.catalog', model=preflight_model, runtime=__preflight_runtime)" in storage
+    assert "in __preflight_models" not in storage
     for name in ("31b", "unsloth/gemma-4-31B-it-NVFP4", "31B"):
         proc = lookup_model(name)
         assert proc.returncode == 0 and "msg: 31b" in proc.stdout, proc.stdout + proc.stderr
     unknown = lookup_model("gemma-5")
     assert unknown.returncode != 0 and "unknown model 'gemma-5'; set vllm_model to one of: 31b" in unknown.stdout + unknown.stderr
+
+
+def test_preflight_sizes_the_disk_as_the_planner_does():
+    """Without a plan (playbooks/preflight.yml on its own) preflight sized the weights through a key list of its own;
+    now the catalog lookup gives the planner's catalog.disk_need for the model on that runtime, and a plan's disk wins."""
+    import json  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    sys.path.insert(0, str(REPO / ".collections"))
+    from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog  # noqa: PLC0415
+
+    storage = (REPO / "roles/preflight/tasks/storage.yml").read_text()
+    assert "vllm_plan.disk.weights_gib if vllm_plan is defined" in storage
+    assert "__preflight_model.disk.weights_gib" in storage and "weight_size_keys" not in storage
+    loaded = catalog.load_catalog(use_cache=False)
+    for runtime in ("compose", "native"):
+        proc = run([tool("ansible"), "localhost", "-c", "local", "-m", "ansible.builtin.debug", "-a",
+                    "msg={{ lookup('sparkfleet.vllm.catalog', model='unsloth/gemma-4-26B-A4B-it-NVFP4', runtime=%r).disk }}"
+                    % runtime],
+                   env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_CALLBACK_RESULT_FORMAT="json"),
+                   timeout=120, check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        shown = json.loads(proc.stdout.split("=>", 1)[1])["msg"]
+        need = catalog.disk_need(loaded, {}, runtime, loaded["models"]["26b-a4b"])
+        assert shown == need and need["weights_gib"] > 0, proc.stdout
 
 
 def test_the_gateway_follows_the_plan():
@@ -84,8 +110,10 @@ def test_the_gateway_follows_the_plan():
     defaults = yaml.safe_load((REPO / "roles/vllm_gateway/defaults/main.yml").read_text())
     assert "vllm_plan.bind_address" in defaults["vllm_gateway_upstream_host"]
     assert "vllm_plan.port" in defaults["vllm_gateway_upstream_port"]
-    # Where the gateway listens is the plan's client endpoint, the port verify.yml, bench.yml and status.yml use.
+    # Where the gateway listens is the plan's client endpoint, whose URL verify.yml, bench.yml and status.yml use:
+    # none of them builds it again from its parts.
     assert "vllm_plan.endpoint.port" in defaults["vllm_gateway_port"]
     for playbook in ("verify.yml", "bench.yml", "status.yml"):
         text = (REPO / "playbooks" / playbook).read_text()
-        assert "vllm_plan.endpoint.port" in text and "vllm_plan.endpoint.scheme" in text, playbook
+        assert "vllm_plan.endpoint.url" in text, playbook
+        assert not re.search(r"endpoint\.(scheme|port)|ansible_host", text), playbook

@@ -57,9 +57,19 @@ def test_cluster_nodes_on_the_controller_are_one_machine():
 
 def test_group_request_names_the_groups_that_list_the_host():
     task_vars = _cluster_vars("spark-01")
-    assert plan_action.group_request(task_vars) == {"host": "spark-01", "host_groups": ["vllm_cluster"]}
+    assert plan_action.group_request(task_vars) == {"host": "spark-01", "host_groups": ["vllm_cluster"],
+                                                    "client_address": "192.0.2.11"}
     task_vars["groups"]["vllm_single"] = ["spark-01"]
     assert plan_action.group_request(task_vars)["host_groups"] == ["vllm_single", "vllm_cluster"]
+
+
+def test_clients_are_pointed_at_the_management_address():
+    """The plan's endpoint.url uses the host's ansible_host (where Ansible and clients reach it), not the cluster
+    link address; without ansible_host, the inventory name."""
+    task_vars = _cluster_vars("spark-02")
+    assert plan_action.group_request(task_vars)["client_address"] == "192.0.2.12"
+    del task_vars["hostvars"]["spark-02"]["ansible_host"]
+    assert plan_action.group_request(task_vars)["client_address"] == "spark-02"
 
 
 def test_a_host_in_both_groups_is_refused_with_its_name():

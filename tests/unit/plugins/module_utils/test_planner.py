@@ -1124,12 +1124,16 @@ def test_the_gateway_on_a_cluster_is_refused(catalog):
 def test_the_plan_says_where_clients_reach_the_api(catalog):
     """plan.endpoint: vLLM's own port without the gateway; the gateway's (the catalog's 8080, or vllm_gateway_port),
     https when the gateway has a certificate. verify.yml, bench.yml and status.yml read it."""
-    assert make(catalog, profile="cpu", port=8001)["endpoint"] == {"via": "vllm", "scheme": "http", "port": 8001}
-    plan = make(catalog, profile="cpu", gateway=True)
-    assert plan["endpoint"] == {"via": "gateway", "scheme": "http", "port": catalog["defaults"]["gateway_port"]}
+    assert make(catalog, profile="cpu", port=8001, client_address="192.0.2.10")["endpoint"] == {
+        "via": "vllm", "scheme": "http", "port": 8001, "url": "http://192.0.2.10:8001"}
+    plan = make(catalog, profile="cpu", gateway=True, host="box")
+    gateway_port = catalog["defaults"]["gateway_port"]
+    assert plan["endpoint"] == {"via": "gateway", "scheme": "http", "port": gateway_port,
+                                "url": "http://box:%d" % gateway_port}, "without an address: the inventory name"
     assert plan["port"] == catalog["defaults"]["port"] and plan["bind_address"] == "127.0.0.1"
-    tls = make(catalog, profile="rtx_pro_6000", runtime="compose", gateway=True, gateway_port="8443", gateway_tls=True)
-    assert tls["endpoint"] == {"via": "gateway", "scheme": "https", "port": 8443}
+    tls = make(catalog, profile="rtx_pro_6000", runtime="compose", gateway=True, gateway_port="8443", gateway_tls=True,
+               client_address="2001:db8::7")
+    assert tls["endpoint"] == {"via": "gateway", "scheme": "https", "port": 8443, "url": "https://[2001:db8::7]:8443"}
     assert any("https://<host>:8443" in r for r in tls["reasons"]), tls["reasons"]
     with pytest.raises(planner.PlanError) as err:
         make(catalog, profile="cpu", gateway=True, port=9000, gateway_port=9000)
