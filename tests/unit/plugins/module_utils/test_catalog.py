@@ -358,7 +358,7 @@ def test_the_cpu_stand_in_baseline_is_calibrated_not_fixed(catalog):
     expected = cat.expected_from_baseline(row)
     assert expected["calibrate"] is True and expected["single_stream_tok_s"] is None
     # The gate's request length for a calibrated row comes with it; measured rows carry none (1,024, the notes').
-    assert expected["output_tokens"] == 256
+    assert expected["output_tokens"] == 128
     measured = cat.find_baseline(catalog, "rtx_pro_6000", "31b", "none", 1, "v0.30.0")
     assert measured and "output_tokens" not in cat.expected_from_baseline(measured)
     # Every other row is real hardware with measured figures, never calibrated; the cpu rows are the stand-ins'.

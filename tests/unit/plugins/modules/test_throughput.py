@@ -94,11 +94,12 @@ def _paced(source, monkeypatch, delays):
 
 
 def test_a_calibrated_gate_fails_when_every_measured_run_is_slower(source, monkeypatch):
-    # 20x slower steps in each measured run than in both calibrations around it: the retry cannot rescue it.
-    calls = _paced(source, monkeypatch, [PACE_S, 0.04] * throughput.CALIBRATION_ATTEMPTS + [PACE_S])
-    kind, res = run_module(throughput, {"url": source.url, "model": "fake", "output_tokens": 16, "warmup": 0,
+    # 10x slower steps in each measured run than in both calibrations around it: the retry cannot rescue it.
+    # (8-token answers: the five slow runs are most of this test's time, 29 s at 16 tokens and 20x.)
+    calls = _paced(source, monkeypatch, [PACE_S, 10 * PACE_S] * throughput.CALIBRATION_ATTEMPTS + [PACE_S])
+    kind, res = run_module(throughput, {"url": source.url, "model": "fake", "output_tokens": 8, "warmup": 0,
                                         "baseline": {"calibrate": True}})
-    assert calls == [16] * (1 + 2 * throughput.CALIBRATION_ATTEMPTS) == [16] * 11
+    assert calls == [8] * (1 + 2 * throughput.CALIBRATION_ATTEMPTS) == [8] * 11
     assert kind == "fail" and "below baseline" in res["msg"] and "calibrated on this machine" in res["msg"], res["msg"]
     assert "measured 5 times" in res["msg"]
     attempts = res["result"]["sparkfleet"]["calibration_attempts"]
