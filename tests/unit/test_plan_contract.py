@@ -43,6 +43,22 @@ def test_runtime_comes_from_the_plan_only():
     assert not found, found
 
 
+def test_the_cluster_group_default_is_written_once():
+    """Every play that targets or names the cluster's group reads it from playbooks/vars/cluster_group.yml
+    (vars_files, which a play's hosts line sees), where vllm_cluster, the default, is written once."""
+    import yaml  # noqa: PLC0415
+
+    shared = REPO / "playbooks/vars/cluster_group.yml"
+    assert yaml.safe_load(shared.read_text()) == {"__cluster_group": "{{ cluster_group | default('vllm_cluster') }}"}
+    written = {str(p.relative_to(REPO)) for p in REPO.glob("playbooks/**/*.yml") if "default('vllm_cluster')" in p.read_text()}
+    assert written == {"playbooks/vars/cluster_group.yml"}, written
+    for path in sorted(REPO.glob("playbooks/*.yml")):
+        for play in yaml.safe_load(path.read_text()):
+            if "import_playbook" in str(play) or "__cluster_group" not in str(play):
+                continue
+            assert play.get("vars_files") == ["vars/cluster_group.yml"], "%s: play %r" % (path.name, play.get("name"))
+
+
 def test_port_default_is_the_catalogs_only():
     """The API port's default lives in the catalog (defaults.port); playbooks read the plan's port, and the two
     places that run without a plan (cluster_status.yml, the firewall role on its own) ask the catalog."""
