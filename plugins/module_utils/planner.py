@@ -42,11 +42,11 @@ __metaclass__ = type
 
 import copy
 import json
-import re
 
-# The inputs (request keys, their variables, coercion, PlanError) live in plan_inputs.py, the summary in plan_summary.py.
+# The inputs (request keys, their variables, coercion, PlanError) live in plan_inputs.py, the settings in plan_settings.py,
+# the guards on extra args and user environments in plan_guards.py, the summary in plan_summary.py.
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog_conditions, env_rules, plan_inputs, plan_settings, topology, vllm_flags
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog_conditions, plan_guards, plan_inputs, plan_settings, topology
 
 # The names callers read from here (planner.PlanError, planner.REQUEST_KEYS, planner.dev_mode_on) and the
 # coercion the resolution steps below use.
@@ -56,10 +56,7 @@ _refuse, _unset, _fmt = plan_inputs.refuse, plan_inputs.unset, plan_inputs.fmt
 _as_int, _as_float, _as_bool = plan_inputs.as_int, plan_inputs.as_float, plan_inputs.as_bool
 _as_choice, _as_arg_list = plan_inputs.as_choice, plan_inputs.arg_list
 
-# Environments the planner only checks by name (the runtime roles merge them over the plan's env).
-ROLE_ENV_KEYS = ("native_env", "cluster_extra_env", "cluster_ray_health_check")
 SINGLE_GROUP = "vllm_single"
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DRAFTER_CHOICES = ("none", "mtp", "dflash", "auto")
 EXECUTORS = ("ray", "mp")
 # The catalog's objectives (interactive, throughput), read when first used; plan() reads the catalog it is given.
@@ -496,79 +493,6 @@ class _Planner(object):
         """One step per serving setting (plan_settings.py)."""
         plan_settings.resolve(self)
 
-    # -- extra args --------------------------------------------------------------------
-
-    def check_extra_args(self):
-        """Refuse what vllm_extra_args must not set, in every spelling vLLM's parser accepts (vllm_flags.py)."""
-        args = self.extra_args
-        if not args:
-            return
-        try:
-            flags = vllm_flags.load_flags()
-        except vllm_flags.FlagsError as exc:
-            _refuse("flags", "cannot check vllm_extra_args: %s" % exc, "vllm_extra_args")
-        rules = self.rules
-        managed = rules.get("managed_flags") or {}
-        secret = dict((rules.get("secret_flags") or {}))
-        for dest in flags.get("sensitive_dests") or []:
-            spelling = "--" + dest.replace("_", "-")
-            secret.setdefault(vllm_flags.canonical_of(spelling, flags) or spelling, "drop it")
-        refused = rules.get("refused_flags") or {}
-        dev_flags = rules.get("dev_mode_flags") or {}
-        warn_flags = rules.get("warn_flags") or {}
-        refused_backends = [b.lower() for b in rules.get("refused_attention_backends") or []]
-        allow_dev = _as_bool(self.request, "allow_dev_mode")
-        version = "%s %s" % ((flags.get("vllm") or {}).get("distribution", "vllm"), (flags.get("vllm") or {}).get("version", "?"))
-        for flag in vllm_flags.normalise(args, flags):
-            # An ambiguous prefix stops vLLM, but another release may resolve it: any guarded meaning is refused.
-            for name in flag.candidates:
-                self._refuse_flag(flag, name, managed, secret, refused, dev_flags, allow_dev)
-            if not flag.candidates:
-                self.warn("%s in vllm_extra_args is not an option of %s's vllm serve (data/vllm_serve_flags.yml): vLLM "
-                          "exits with \"unrecognized arguments\" unless this release has it" % (flag.given, version))
-            elif flag.canonical is None:
-                self.warn("%s in vllm_extra_args is ambiguous (it could mean %s): vLLM exits with \"ambiguous option\"; "
-                          "spell the option out" % (flag.given, ", ".join(flag.candidates)))
-            if flag.canonical in ("--attention-backend", "--attention-config"):
-                named = [b for b in refused_backends if re.search(r"\b%s\b" % re.escape(b), flag.value, re.IGNORECASE)]
-                if named:
-                    _refuse("attention-backend", "--attention-backend %s cannot start Gemma 4 here: FlashAttention supports "
-                            "neither the fp8 KV cache nor Gemma 4's multimodal PrefixLM attention, and FA3/FA4 are not built "
-                            "for sm_120/sm_121; remove it from vllm_extra_args (vLLM falls back to TRITON_ATTN by itself)"
-                            % flag.value, "vllm_extra_args", flag.given)
-            if flag.canonical in warn_flags:
-                self.warn("%s in vllm_extra_args: %s" % (flag.canonical, " ".join(warn_flags[flag.canonical].split())))
-        self.reason("extra args appended as given: %s" % " ".join(args))
-
-    def _refuse_flag(self, flag, name, managed, secret, refused, dev_flags, allow_dev):
-        spelled = name if flag.given.split("=", 1)[0] == name else "%s (given as %s)" % (name, flag.given.split("=", 1)[0])
-        if name in secret:
-            # Never echo the value: it is the secret.
-            _refuse("secret-flag", "vllm_extra_args must not set %s: it carries a credential, which on the command line "
-                    "lands in the plan file, the printed plan, rendered files and ps; %s, and drop %s from "
-                    "vllm_extra_args" % (spelled, " ".join(str(secret[name]).split()), flag.given.split("=", 1)[0]),
-                    "vllm_extra_args", name)
-        if name in managed:
-            _refuse("managed-flag", "vllm_extra_args must not set %s: the planner sets it from %s; set that instead and "
-                    "drop %s from vllm_extra_args" % (spelled, managed[name], flag.given.split("=", 1)[0]),
-                    "vllm_extra_args", flag.given)
-        if name in refused:
-            _refuse("refused-flag", "vllm_extra_args must not set %s: it %s" % (spelled, " ".join(str(refused[name]).split())),
-                    "vllm_extra_args", flag.given)
-        rule = dev_flags.get(name)
-        if rule is None:
-            return
-        values = [str(v).lower() for v in rule.get("values") or []]
-        if values and (flag.canonical != name or flag.value.strip().lower() not in values):
-            return
-        shown = "%s %s" % (spelled, flag.value) if values else spelled
-        why = " ".join(str(rule.get("why", "")).split())
-        if not allow_dev:
-            _refuse("dev-mode-flag", "vllm_extra_args must not set %s: it %s; remove it from vllm_extra_args. Only a "
-                    "development host off any shared network may force it with vllm_allow_dev_mode=true" % (shown, why),
-                    "vllm_extra_args", flag.given)
-        self.warn("%s in vllm_extra_args (vllm_allow_dev_mode): it %s; keep the port off any shared network" % (shown, why))
-
     # -- assembly ----------------------------------------------------------------------
 
     def speculative_config(self):
@@ -743,58 +667,6 @@ class _Planner(object):
             elif action == "warn":
                 self.warn("vLLM %s: %s" % (self.release_name, summary))
 
-    def check_env_names(self, key):
-        """The mapping under request ``key`` (a user's extra environment), its names checked; {} when unset."""
-        variable = VARIABLES[key]
-        env = self.request.get(key)
-        if _unset(env) or env == {}:
-            return {}
-        if not isinstance(env, dict):
-            _refuse("type", "%s must be a mapping of NAME: value, got %r; set %s: {NAME: value}" % (variable, env, variable),
-                    variable, env)
-        for name in sorted(env, key=str):
-            if not isinstance(name, str) or not _ENV_NAME.match(name):
-                _refuse("env-name", "%s has %r, which is not an environment variable name; use letters, digits and "
-                        "underscores" % (variable, name), variable, name)
-            pattern = env_rules.secret_name_rule(name)
-            if pattern is None:
-                continue
-            if pattern == "RAY_AUTH_*":
-                fix = ("Ray's token authentication is set only by vllm_cluster_ray_auth (true: RAY_AUTH_MODE=token with a "
-                       "generated token in the 0600 secret env file)")
-            else:
-                fix = ("set vllm_api_key (or HF_TOKEN in the controller's environment) instead: secrets reach the server "
-                       "only through the 0600 secret file")
-            _refuse("env-secret", "%s carries %s, a secret-looking name (%s; refused in every user environment: %s), "
-                    "which would land in a readable env file and the plan; remove it from %s; %s" % (
-                        variable, name, pattern, env_rules.SECRET_NAME_PATTERNS, variable, fix), variable, name)
-        return env
-
-    def check_role_envs(self):
-        """vllm_native_env, vllm_cluster_extra_env, vllm_cluster_ray_health_check: refused names, before any host changes."""
-        for key in ROLE_ENV_KEYS:
-            self.check_env_names(key)
-
-    def apply_user_env(self):
-        """Merge vllm_env over the planned env, then refuse development mode unless it is forced."""
-        env = self.check_env_names("env")
-        for key, value in sorted(env.items()):
-            if isinstance(value, (dict, list)):
-                _refuse("type", "vllm_env.%s must be a string or number, got %r" % (key, value), "vllm_env", value)
-            text = ("1" if value else "0") if isinstance(value, bool) else ("" if value is None else str(value))
-            if key in self.env and self.env[key] != text:
-                self.warn("vllm_env overrides the planned %s=%s with %s" % (key, self.env[key], text))
-            self.env[key] = text
-        if dev_mode_on(self.env):
-            if not _as_bool(self.request, "allow_dev_mode"):
-                _refuse("dev-mode", "%s=%s would register vLLM's development routes (/reset_prefix_cache, /sleep, "
-                        "/collective_rpc, ...), which the API key does not guard; remove it from vllm_env. Only a "
-                        "benchmark host that resets the prefix cache between sweep shapes may force it with "
-                        "vllm_allow_dev_mode=true" % (DEV_MODE_ENV, self.env[DEV_MODE_ENV]), "vllm_env",
-                        self.env[DEV_MODE_ENV])
-            self.warn("%s is on (vllm_allow_dev_mode): vLLM's development routes answer without the API key; keep "
-                      "the port off any shared network" % DEV_MODE_ENV)
-
     def expected(self):
         key = (self.catalog, self.profile_name, self.model_name, self.drafter, self.node_count, self.release_name)
         # A figure measured under this plan's executor first; else the one measured under another, with a warning.
@@ -841,8 +713,8 @@ class _Planner(object):
         self.resolve_drafter()
         self.resolve_settings()
         self.check_cluster_ports()
-        self.check_extra_args()
-        self.check_role_envs()
+        plan_guards.check_extra_args(self)
+        plan_guards.check_role_envs(self)
         self.apply_release_defects()
         self.start_failures = [self.model_rules["first_start_failure"]] if self.model_rules.get("first_start_failure") else []
         if self.start_failures:
@@ -864,7 +736,7 @@ class _Planner(object):
                 if self.node_role == "worker":
                     entrypoint, argv = list(RAY_ENTRYPOINT), list(ray_argv)
                     self.reason("Ray worker: joins the head's Ray cluster; the head runs vllm serve for every node")
-        self.apply_user_env()
+        plan_guards.apply_user_env(self)
         expected = self.expected()
         ceiling = topology.decode_ceiling(self.catalog, self.profile_name, self.model_name, self.node_count)
         advice = topology.topology_advice(self.catalog, self.profile_name, self.model_name, self.drafter,

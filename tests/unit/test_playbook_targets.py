@@ -22,8 +22,16 @@ DEFAULT = re.compile(r"^\{\{\s*(\w+)\s*\|\s*default\('([^']*)'\)\s*\}\}(\[0\])?$
 UNION = re.compile(r"^\{\{\s*(\w+)\s*\|\s*default\('vllm_single:' ~ \(cluster_group \| default\('vllm_cluster'\)\)\)\s*\}\}$")
 
 
+# The cluster's group, written once for every play (playbooks/vars/cluster_group.yml, loaded by vars_files):
+# a hosts line that names it is read with the expression it stands for.
+SHARED_GROUP = yaml.safe_load((REPO / "playbooks/vars/cluster_group.yml").read_text())["__cluster_group"]
+SHARED_EXPR = SHARED_GROUP.strip("{} ")
+
+
 def default_target(hosts):
     """(override variable, default pattern) of a play's hosts, or None when it has no overridable default."""
+    hosts = re.sub(r"^\{\{\s*__cluster_group\s*\}\}", "{{ %s }}" % SHARED_EXPR, hosts)
+    hosts = hosts.replace("__cluster_group", "(%s)" % SHARED_EXPR)
     union = UNION.match(hosts)
     if union:
         return union.group(1), "vllm_single:vllm_cluster"
