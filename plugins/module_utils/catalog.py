@@ -64,7 +64,9 @@ def load_catalog(path=None, use_cache=True):
     if not use_cache or key not in _CACHE:
         try:
             with open(path) as handle:
-                data = yaml.safe_load(handle)
+                # libyaml's safe loader where PyYAML has it: the same documents, parsed about 5 times faster (each
+                # Ansible worker is a fresh fork, so every task that templates a lookup of it parses the file anew).
+                data = yaml.load(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         except (OSError, yaml.YAMLError) as exc:
             raise CatalogError("cannot read the catalog %s: %s" % (path, exc)) from exc
         if not isinstance(data, dict):

@@ -179,13 +179,17 @@ def docker_image():
     proc = subprocess.run(["bash", str(HARNESS / "aptrepo" / "build.sh")], capture_output=True, text=True, timeout=900, check=False,
                           env=dict(os.environ, SPARKFLEET_APTREPO_DIR=APTREPO_DIR))
     require(proc.returncode == 0, "the stand-in apt repositories (tests/harness/aptrepo/build.sh: %s)" % proc.stderr.strip()[-1500:])
+    fingerprint = pathlib.Path(APTREPO_DIR, "fingerprint")
+    require(fingerprint.exists(), "the stand-in key's fingerprint in %s (tests/harness/aptrepo/build.sh writes it)" % fingerprint)
+    os.environ["SPARKFLEET_APTREPO_FINGERPRINT"] = fingerprint.read_text().strip()
     return image_env()["SPARKFLEET_IMAGE"]
 
 
-# Scenarios run side by side: each has its own container and molecule ephemeral directory (and no prerun,
-# which would install the collection into one shared ~/.ansible). Two at a time on a 2-core machine (all seven
-# in 351 s, against 540 s one by one); SPARKFLEET_MOLECULE_WORKERS=1 runs them one by one, as `make test` does
-# while another lane has the other core.
+# Scenarios run side by side: each has its own containers and molecule ephemeral directory (and no prerun,
+# which would install the collection into one shared ~/.ansible). Two at a time on a 2-core machine (seven
+# scenarios took 351 s, against 540 s one by one); SPARKFLEET_MOLECULE_WORKERS=1 runs them one by one, as
+# `make test` does while another lane has the other core. A role with two cases (docker, nvidia_container_toolkit,
+# nvidia_driver) runs them as two platforms of one scenario: one Molecule run of each step for both containers.
 WORKERS = int(os.environ.get("SPARKFLEET_MOLECULE_WORKERS", "2"))
 
 

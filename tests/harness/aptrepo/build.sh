@@ -15,7 +15,8 @@
 # Packages are built with equivs from packages/*.ctl and hold only the small
 # scripts in files/ (each says STAND-IN in its header). The repository key is
 # generated here, per build, without a passphrase. The output is cached by a
-# hash of this directory, so a second run is instant.
+# hash of this directory, so a second run is instant. The key's fingerprint is
+# written to <root>/fingerprint: the scenarios pin it, as sites pin the vendors' keys.
 #
 # Usage: tests/harness/aptrepo/build.sh   (prints the repository root)
 set -euo pipefail
@@ -115,6 +116,8 @@ for flat in "$nct_root" "$cuda_root"; do
 done
 
 printf '%s\n' "$digest" >"$stage/.digest"
+# The key's fingerprint, which the Molecule scenarios pin as the roles' *_apt_key_fingerprint.
+printf '%s\n' "$key_id" >"$stage/fingerprint"
 rm -rf "$OUT"
 mkdir -p "$(dirname "$OUT")"
 cp -r "$stage" "$OUT"
