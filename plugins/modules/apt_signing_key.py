@@ -16,8 +16,9 @@ version_added: 2.0.0
 description:
   - Downloads the OpenPGP key file a vendor publishes for its apt repository (Docker's C(gpg), NVIDIA's C(gpgkey)
     or C(3bf863cc.pub)) and reads the fingerprint of every primary key in it, armored or binary, without gpg.
-  - Writes the file to O(dest) (root, mode 0644) only when it holds at least one key and every primary key in it is
-    in O(fingerprints). An apt source's C(Signed-By) file trusts every key it holds, so one extra key is refused too.
+  - Writes the file to O(dest) (root, mode 0644; a missing directory is created, mode 0755) only when it holds at
+    least one key and every primary key in it is in O(fingerprints). An apt source's C(Signed-By) file trusts
+    every key it holds, so one extra key is refused too.
   - Refuses before writing anything when the key is not the pinned one, naming O(pin_variable), the fingerprints
     found and the ones pinned. O(dest) is then left as it was.
   - The file is fetched on every run (a read, also in check mode), so a key the mirror replaced is noticed; O(dest)
@@ -145,7 +146,8 @@ def main():
     if changed and not module.check_mode:
         directory = os.path.dirname(dest) or "."
         if not os.path.isdir(directory):
-            module.fail_json(msg="%s does not exist; create the keyring directory first" % directory, dest=dest)
+            # As deb822_repository does for /etc/apt/keyrings: the keyring directory, root's, 0755.
+            os.makedirs(directory, 0o755)
         handle, temporary = tempfile.mkstemp(dir=directory, prefix=".apt-signing-key-")
         with os.fdopen(handle, "wb") as out:
             out.write(content)

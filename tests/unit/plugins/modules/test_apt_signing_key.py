@@ -53,15 +53,15 @@ def run(args, check_mode=False):
 
 def test_a_pinned_key_is_written_once(served, tmp_path):
     base, fprs = served
-    dest = tmp_path / "vendor.asc"
+    dest = tmp_path / "keyrings" / "vendor.asc"  # the directory does not exist yet: the module creates it
     args = {"url": base + "vendor.asc", "dest": str(dest), "fingerprints": [fprs["vendor"].lower()]}
     kind, checked = run(args, check_mode=True)
-    assert kind == "exit" and checked["changed"] is True and not dest.exists()
+    assert kind == "exit" and checked["changed"] is True and not dest.parent.exists()
     kind, first = run(args)
     assert kind == "exit" and first["changed"] is True, first
     assert first["fingerprints"] == [fprs["vendor"]]
     assert dest.read_bytes().startswith(b"-----BEGIN PGP PUBLIC KEY BLOCK-----")
-    assert oct(dest.stat().st_mode & 0o777) == "0o644"
+    assert oct(dest.stat().st_mode & 0o777) == "0o644" and oct(dest.parent.stat().st_mode & 0o777) == "0o755"
     kind, again = run(args)
     assert kind == "exit" and again["changed"] is False, again
     dest.chmod(0o600)
