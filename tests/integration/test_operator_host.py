@@ -20,7 +20,7 @@ vault the first play that changes the host stops at privilege escalation, having
 a read-only play (status) runs without it; with the vault, site.yml (plan, host set-up, weights,
 the native runtime under the host's systemd, health, smoke and the throughput gate) passes; the API
 answers from the controller; the server runs as the `vllm` account, its secret env file is root's
-0600 and the unit is root's.
+0600 and the unit is root's; vLLM's own cache directory is the account's, and vLLM saved its model inspection there.
 """
 import json
 import os
@@ -110,3 +110,16 @@ def test_site_over_ssh_as_a_sudo_user(operator_host):
     secret = subprocess.run(["docker", "exec", "sparkfleet-op-1", "stat", "-c", "%U %a", "/etc/sparkfleet/vllm-serve/secret.env"],
                             capture_output=True, text=True, check=False)
     assert secret.stdout.strip() == "root 600", secret.stdout + secret.stderr
+
+    # vLLM's own cache is the service account's (vllm_native_cache_root): vLLM saved there what it learned about the
+    # model at this first start, so the next start does not inspect the model again in a separate interpreter (and
+    # on a GPU, keeps torch.compile's artifacts). Under the root-owned ~/.cache the weights role makes, vLLM logged
+    # "Error saving model info cache" (PermissionError) and saved nothing.
+    cache = subprocess.run(["docker", "exec", "sparkfleet-op-1", "bash", "-c",
+                            "stat -c '%U %a' /var/lib/vllm/.cache/vllm; ls /var/lib/vllm/.cache/vllm/modelinfos; "
+                            "journalctl -u vllm-serve --no-pager | grep -c 'Error saving model info cache'"],
+                           capture_output=True, text=True, check=False)
+    lines = cache.stdout.splitlines()
+    assert lines and lines[0] == "vllm 750", cache.stdout + cache.stderr
+    assert any(name.endswith("LlamaForCausalLM.json") for name in lines[1:-1]), cache.stdout + cache.stderr
+    assert lines[-1] == "0", cache.stdout
