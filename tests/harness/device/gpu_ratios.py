@@ -20,6 +20,11 @@ A B B A (A alternating from cell to cell), each side's figure the mean of its tw
 kept (KEY_runs), so the spread of a side against itself (run 2 / run 1) shows the device's own noise beside
 the pair's. --sweep-prompts and --c64-tokens make the short cells longer; --previous adds the rounds of an
 earlier call (same server) to the summary.
+
+Pass 7 (--c8-tokens): the standard c8 pair is one batch of 8 requests, about 0.7 s at 256 tokens on the H200, too
+short a window to read both sides alike; --c8-tokens splits it from c1 ("standard c1", "standard c8") and gives
+the c8 pair its own output length, the module's run_standard with a single-stream phase of one prompt (its
+figure is not used there) and the batch of 8. --only takes several prefixes, comma-separated, `_` for a space.
 """
 import argparse
 import json
@@ -36,11 +41,12 @@ bench_run = gpu_bench.bench_run
 CONCURRENCY = (1, 8, 64)
 
 
-def pairs(client, run, tokens, prompt_tokens, seed, sweep_prompts=None, c64_tokens=None):
+def pairs(client, run, tokens, prompt_tokens, seed, sweep_prompts=None, c64_tokens=None, c8_tokens=None):
     """(name, module thunk, vllm thunk); each module thunk returns {figure: value}.
 
     sweep_prompts: {concurrency: prompts per sweep cell} (default bench_run.sweep_prompt_count's); c64_tokens:
-    output tokens of the standard c64 pair (default tokens).
+    output tokens of the standard c64 pair (default tokens); c8_tokens: the standard c8 pair apart from c1, with
+    this output length (default: c1 and c8 from one run_standard call, as the module makes them).
     """
     sweep_prompts = sweep_prompts or {c: bench_run.sweep_prompt_count(c) for c in CONCURRENCY}
     wide_tokens = c64_tokens or tokens
@@ -87,8 +93,23 @@ def pairs(client, run, tokens, prompt_tokens, seed, sweep_prompts=None, c64_toke
     def standard_c1_c8():
         return dict(vb("openai-chat", 1, 8, 24, "vb_chat_c1")(), **vb("openai-chat", 8, 8, 24, "vb_chat_c8")())
 
-    out = [("standard c1+c8", standard(8), standard_c1_c8),
-           ("standard c64", standard(64), vb("openai-chat", 64, 64, 24, "vb_chat_c64", wide_tokens))]
+    def standard_c1():
+        fig = standard(8)()
+        fig.pop("std_agg8")  # the short batch's figure: the "standard c8" pair measures c8
+        return fig
+
+    def standard_c8():
+        extra = bench_run.run_standard(client, c8_tokens, warmup=0, streams=8,
+                                       prompts=bench_run.STANDARD_PROMPTS[:1])["sparkfleet"]
+        assert not extra["failures"], extra["failures"][:3]
+        return {"std_agg8": extra["aggregate_8_tok_s"]}
+
+    if c8_tokens:
+        out = [("standard c1", standard_c1, vb("openai-chat", 1, 8, 24, "vb_chat_c1")),
+               ("standard c8", standard_c8, vb("openai-chat", 8, 8, 24, "vb_chat_c8", c8_tokens))]
+    else:
+        out = [("standard c1+c8", standard(8), standard_c1_c8)]
+    out.append(("standard c64", standard(64), vb("openai-chat", 64, 64, 24, "vb_chat_c64", wide_tokens)))
     for conc in CONCURRENCY:
         out.append(("sweep c%d" % conc, sweep(conc),
                     vb("openai", conc, sweep_prompts[conc], prompt_tokens, "vb_cmpl_c%d" % conc)))
@@ -182,6 +203,7 @@ def main():
     parser.add_argument("--cell-warmup", action="store_true", help="one short unrecorded run of each side per cell")
     parser.add_argument("--sweep-prompts", default="", help="prompts per sweep cell at 1,8,64 streams (e.g. 16,64,256)")
     parser.add_argument("--c64-tokens", type=int, default=0, help="output tokens of the standard c64 pair")
+    parser.add_argument("--c8-tokens", type=int, default=0, help="output tokens of a standard c8 pair apart from c1")
     parser.add_argument("--previous", nargs="*", default=[], help="round files of earlier calls, for the summary")
     args = parser.parse_args()
     sweep_prompts = ({c: int(n) for c, n in zip(CONCURRENCY, args.sweep_prompts.split(","))} if args.sweep_prompts
@@ -202,17 +224,21 @@ def main():
     print("warm-up %.1f s" % (time.time() - t0), flush=True)
     flip = [0]  # the first side alternates from pair to pair, across rounds
 
-    flip[0] = len(previous) * 5  # a later call goes on alternating where the earlier one stopped
+    only = tuple(prefix.replace("_", " ") for prefix in args.only.split(","))
+    every = pairs(client, run, args.tokens, args.prompt_tokens, 0, sweep_prompts, args.c64_tokens, args.c8_tokens)
+    cells = [name for name, _m, _v in every if name.startswith(only)]
+    flip[0] = len(previous) * len(cells)  # a later call goes on alternating where the earlier one stopped
     warm_tokens = 32
 
     def one_round(round_no):
         round_no += len(previous)
         fig = {"round": round_no + 1, "order": [], "loadavg": pathlib.Path("/proc/loadavg").read_text().split()[:3]}
-        measured = pairs(client, run, args.tokens, args.prompt_tokens, round_no, sweep_prompts, args.c64_tokens)
+        measured = pairs(client, run, args.tokens, args.prompt_tokens, round_no, sweep_prompts, args.c64_tokens,
+                         args.c8_tokens)
         warm = pairs(client, run, warm_tokens, args.prompt_tokens, 1000 + round_no,
-                     {c: max(c, 2) for c in CONCURRENCY}, warm_tokens)
+                     {c: max(c, 2) for c in CONCURRENCY}, warm_tokens, warm_tokens if args.c8_tokens else None)
         for (name, module_side, vllm_side), (_n, module_warm, vllm_warm) in zip(measured, warm):
-            if not name.startswith(args.only):
+            if name not in cells:
                 continue
             sides = [("module", module_side), ("vllm", vllm_side)]
             if flip[0] % 2:
@@ -241,14 +267,14 @@ def main():
     shown = {"round", "round_s"} | RATIO_KEYS
     rounds = previous + gpu_bench.run_rounds(args, one_round, lambda fig: gpu_bench.rounded(fig, shown))
     ratios = RATIOS + sweep_ratios(sweep_prompts)
-    lines = ["settings: %d output tokens (standard c64: %d), ignore_eos, temperature 0; sweep prompts %d tokens, %s "
-             "prompts at concurrency %s; %s; %d rounds" % (
-                 args.tokens, args.c64_tokens or args.tokens, args.prompt_tokens,
+    lines = ["settings: %d output tokens (standard c8: %d, c64: %d), ignore_eos, temperature 0; sweep prompts %d "
+             "tokens, %s prompts at concurrency %s; %s; %d rounds; cells %s" % (
+                 args.tokens, args.c8_tokens or args.tokens, args.c64_tokens or args.tokens, args.prompt_tokens,
                  [sweep_prompts[c] for c in CONCURRENCY], list(CONCURRENCY),
                  "pairs back to back, first side alternating" if args.repeats == 1 else
                  "each cell %s, %d runs a side, A B B A with A alternating" % (
                      "warmed by a %d-token run of each side" % warm_tokens if args.cell_warmup else "not warmed",
-                     args.repeats), len(rounds))]
+                     args.repeats), len(rounds), ", ".join(cells))]
     if previous:
         lines.append("rounds 1-%d from %s (an earlier call, same server)" % (len(previous), " ".join(args.previous)))
     lines += gpu_bench.summarize(rounds, ratios, width=40)
