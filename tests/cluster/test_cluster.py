@@ -161,6 +161,44 @@ def test_second_run_changes_and_restarts_nothing(ray_cluster):
     proc = playbook("cluster.yml", "-e", "vllm_executor=ray", "-e", "vllm_cluster_serve=false")
     assert {h: r["changed"] for h, r in recap(proc.stdout).items()} == dict.fromkeys(NODES, 0), proc.stdout[-3000:]
     assert unit_identity(["vllm-cluster-ray.service"]) == before
+    # Without the firewall the run says so, once (the head's play), naming the variable that turns it on.
+    assert proc.stdout.count("WARNING: cluster vllm_cluster runs with vllm_firewall off") == 1, proc.stdout[-3000:]
+
+
+HUB = "/var/lib/vllm/.cache/huggingface/hub"
+
+
+def test_an_interrupted_weight_copy_resumes_and_leaves_nothing_behind(ray_cluster):
+    """What a controller killed during the weight copy leaves, made by hand: on the head, a weight server still
+    running on the copy's port under another run's unit name (the 1.x server, python3 -m http.server); on a worker,
+    the model's largest file cut short as FILE.part. The next cluster.yml stops the leftover, serves with the
+    copier's own server to the workers' link addresses only, resumes the file from its part (HTTP Range) and
+    leaves no server, token or address file behind."""
+    port = 18999
+    node_sh("sim-1", "systemd-run --unit=vllm-cluster-weights-http --collect python3 -m http.server %d --bind %s "
+                     "--directory /tmp" % (port, ADDR["sim-1"]))
+    assert node_sh("sim-1", "systemctl is-active vllm-cluster-weights-http").stdout.strip() == "active"
+    largest = node_sh("sim-3", "find %s/models--* -path '*/blobs/*' -type f -printf '%%s %%p\\n' | sort -n | tail -1" % HUB)
+    size, blob = largest.stdout.split()
+    size = int(size)
+    digest = node_sh("sim-3", "sha256sum %s" % blob).stdout.split()[0]
+    node_sh("sim-3", "head -c %d %s > %s.part && rm %s" % (size // 2, blob, blob, blob))
+
+    proc = playbook("cluster.yml", "-e", "vllm_executor=ray", "-e", "vllm_cluster_serve=false", "-v")
+    changed = {h: r["changed"] for h, r in recap(proc.stdout).items()}
+    assert changed["sim-3"] > 0 and changed["sim-2"] == changed["sim-4"] == 0, changed
+    resumed = re.findall(r"bytes_resumed\W+(\d+)", proc.stdout)
+    assert resumed and set(resumed) == {str(size // 2)}, "the worker resumed from its part: %s" % resumed
+    assert node_sh("sim-3", "sha256sum %s" % blob).stdout.split()[0] == digest
+    assert node_sh("sim-3", "ls %s.part 2>&1" % blob).returncode != 0, "the part is gone"
+    # The copy's server said whom it served, then stopped with the leftover; no secret file stays.
+    served = node_sh("sim-1", "journalctl --no-pager -o cat -u 'vllm-cluster-weights-*' --since -10min").stdout
+    peers = " ".join(ADDR[n] for n in NODES[1:])
+    assert re.search(r"serving \d+ files on %s:%d to %s" % (re.escape(ADDR["sim-1"]), port, re.escape(peers)), served), served[-2000:]
+    active = node_sh("sim-1", "systemctl list-units --no-legend --plain --state=active 'vllm-cluster-weights-*'").stdout
+    assert active.strip() == "", "weight servers still running: %s" % active
+    assert node_sh("sim-1", "test -e /etc/vllm-cluster/weights-share.token").returncode != 0
+    assert node_sh("sim-3", "test -e /etc/vllm-cluster/weights-source.url").returncode != 0
 
 
 def test_stopped_worker_is_named_and_rerun_heals(ray_cluster):
@@ -385,6 +423,7 @@ def test_cluster_ports_refuse_a_non_member(ray_cluster):
         fw = playbook("cluster.yml", "-e", "vllm_executor=ray", "-e", "vllm_cluster_serve=false", "-e", "vllm_firewall=true",
                       "-e", json.dumps({"firewall_cluster_extra_peers": [CONTROLLER_ADDR]}), timeout=900)
         assert "sparkfleet.vllm.firewall" in fw.stdout
+        assert "runs with vllm_firewall off" not in fw.stdout, "no warning once the firewall is on"
         after = reachable_from_outsider(targets)
         open_to_outsider = sorted(k for k, ok in after.items() if ok)
         peer = node_sh("sim-2", "timeout 3 bash -c 'exec 3<>/dev/tcp/%s/6379'" % ADDR["sim-1"]).returncode == 0

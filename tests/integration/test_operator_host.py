@@ -38,6 +38,8 @@ from sim_host import LOGIN, recap, ssh_as, vault_args
 
 INVENTORY = REPO / "tests/integration/operator_host"
 STATE = REPO / "tests/output/operator"
+# The operator host's container (tests/harness/operator-host-up.sh, OP_NAME), for the test's own look as root.
+CONTAINER = "sparkfleet-op-1"
 ADDR = "172.29.48.11"
 VAULT = vault_args(STATE)
 TIMINGS = {}
@@ -107,7 +109,7 @@ def test_site_over_ssh_as_a_sudo_user(operator_host):
     lines = facts.stdout.split("\n")
     assert lines[0].strip() == "vllm", facts.stdout
     assert lines[1].startswith("root 644 "), facts.stdout
-    secret = subprocess.run(["docker", "exec", "sparkfleet-op-1", "stat", "-c", "%U %a", "/etc/sparkfleet/vllm-serve/secret.env"],
+    secret = subprocess.run(["docker", "exec", CONTAINER, "stat", "-c", "%U %a", "/etc/sparkfleet/vllm-serve/secret.env"],
                             capture_output=True, text=True, check=False)
     assert secret.stdout.strip() == "root 600", secret.stdout + secret.stderr
 
@@ -115,7 +117,7 @@ def test_site_over_ssh_as_a_sudo_user(operator_host):
     # model at this first start, so the next start does not inspect the model again in a separate interpreter (and
     # on a GPU, keeps torch.compile's artifacts). Under the root-owned ~/.cache the weights role makes, vLLM logged
     # "Error saving model info cache" (PermissionError) and saved nothing.
-    cache = subprocess.run(["docker", "exec", "sparkfleet-op-1", "bash", "-c",
+    cache = subprocess.run(["docker", "exec", CONTAINER, "bash", "-c",
                             "stat -c '%U %a' /var/lib/vllm/.cache/vllm; ls /var/lib/vllm/.cache/vllm/modelinfos; "
                             "journalctl -u vllm-serve --no-pager | grep -c 'Error saving model info cache'"],
                            capture_output=True, text=True, check=False)

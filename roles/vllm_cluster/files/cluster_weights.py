@@ -6,6 +6,7 @@
   cluster_weights.py manifest ROOT REPO_DIR...   # on the head: JSON manifest on stdout
   cluster_weights.py check    ROOT MANIFEST      # on a worker: {"match": ...} on stdout
   cluster_weights.py pull     ROOT MANIFEST URL_FILE  # on a worker: fetch what differs from the URL in URL_FILE
+  cluster_weights.py serve    ROOT MANIFEST TOKEN_FILE BIND PORT PEER...  # on the head, while the workers pull
 
 ROOT is <HF_HOME>/hub, each REPO_DIR a directory in it such as
 models--org--name: the model's, and the drafter's when the plan runs one. The
@@ -16,12 +17,20 @@ or mtime moved. Standard library only: it runs with the system python3.
 
 The head serves its files under a random path (a capability URL: other machines on the link can neither list
 nor guess it); the URL reaches the pull in a 0600 file, never on a command line or in an environment prefix.
+`serve` reads that path from TOKEN_FILE (0600) and answers only GET and HEAD of /<token>/<path> for a path its
+manifest lists (nothing else in the cache, no listing), only to the PEER addresses (the workers' link
+addresses): any other client's connection is closed unanswered. It honours a `Range: bytes=N-` request, so a pull
+that was interrupted resumes each file from the part it already has (FILE.part) instead of starting it again.
 """
 import hashlib
+import http.server
 import json
 import os
+import re
 import shutil
 import sys
+import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -123,23 +132,53 @@ def differing_all(root, wanted):
     return need, bad_links
 
 
+def opened(request, attempts=20):
+    """urlopen, waiting up to ``attempts`` seconds for a server that is still starting (connection refused)."""
+    for attempt in range(attempts):
+        try:
+            return urllib.request.urlopen(request, timeout=60)  # noqa: S310 - the head's http URL, from a 0600 file
+        except urllib.error.URLError as error:
+            if not isinstance(error.reason, ConnectionRefusedError) or attempt == attempts - 1:
+                raise
+            time.sleep(1)
+    raise AssertionError("unreachable")
+
+
+def fetch(url, entry, part):
+    """Download ``entry`` into ``part``, resuming from the bytes a previous, interrupted pull left there.
+
+    Returns the number of bytes that were already there and kept (0 when the download started over)."""
+    have = os.path.getsize(part) if os.path.isfile(part) else 0
+    if have >= entry["size"]:
+        have = 0  # nothing to resume: a complete (or longer) part is fetched again and checked below
+    request = urllib.request.Request(url)
+    if have:
+        request.add_header("Range", "bytes=%d-" % have)
+    with opened(request) as src:
+        resumed = have if src.status == 206 and src.headers.get("Content-Range", "").startswith("bytes %d-" % have) else 0
+        with open(part, "ab" if resumed else "wb") as dst:
+            shutil.copyfileobj(src, dst, CHUNK)
+    return resumed
+
+
 def pull(root, wanted, url):
     need, bad_links = differing_all(root, wanted)
-    fetched = 0
+    fetched = resumed_bytes = 0
     for entry in need:
         full = os.path.join(root, entry["path"])
         os.makedirs(os.path.dirname(full), exist_ok=True)
         part = full + ".part"
-        with urllib.request.urlopen(url.rstrip("/") + "/" + urllib.parse.quote(entry["path"]), timeout=60) as src, open(part, "wb") as dst:
-            shutil.copyfileobj(src, dst, CHUNK)
+        kept = fetch(url.rstrip("/") + "/" + urllib.parse.quote(entry["path"]), entry, part)
         size, digest = os.path.getsize(part), sha256(part)
         if size != entry["size"] or digest != entry["sha256"]:
             os.unlink(part)
             raise SystemExit("%s: got %d bytes sha256 %s, the head has %d bytes sha256 %s" % (
                 entry["path"], size, digest, entry["size"], entry["sha256"]))
         os.replace(part, full)
-        fetched += size
-        print("fetched %s (%d bytes, sha256 ok)" % (entry["path"], size), file=sys.stderr, flush=True)
+        fetched += size - kept
+        resumed_bytes += kept
+        print("fetched %s (%d bytes%s, sha256 ok)" % (entry["path"], size, ", resumed at %d" % kept if kept else ""),
+              file=sys.stderr, flush=True)
     for link in bad_links:
         full = os.path.join(root, link["path"])
         os.makedirs(os.path.dirname(full), exist_ok=True)
@@ -150,8 +189,81 @@ def pull(root, wanted, url):
     for repo in repos:
         record(root, repo)
     return {"changed": bool(need or bad_links), "files_fetched": len(need), "bytes_fetched": fetched,
-            "links_fixed": len(bad_links), "files": sum(len(repo["files"]) for repo in repos),
+            "bytes_resumed": resumed_bytes, "links_fixed": len(bad_links),
+            "files": sum(len(repo["files"]) for repo in repos),
             "bytes": sum(repo["bytes"] for repo in repos), "repos": [repo["repo_dir"] for repo in repos]}
+
+
+RANGE = re.compile(r"^bytes=(\d+)-(\d*)$")
+
+
+class ShareHandler(http.server.BaseHTTPRequestHandler):
+    """GET and HEAD of /<token>/<path> for the manifest's files only; one byte range at most."""
+
+    server_version = "sparkfleet-weights"
+    sys_version = ""
+
+    def do_HEAD(self):  # noqa: N802 - http.server's naming
+        self.answer(body=False)
+
+    def do_GET(self):  # noqa: N802 - http.server's naming
+        self.answer(body=True)
+
+    def answer(self, body):
+        prefix = "/%s/" % self.server.token
+        path = urllib.parse.unquote(self.path.split("?", 1)[0])
+        entry = self.server.files.get(path[len(prefix):]) if path.startswith(prefix) else None
+        if entry is None:
+            self.send_error(404)
+            return
+        full, size = os.path.join(self.server.root, entry["path"]), entry["size"]
+        start, end = 0, size - 1
+        ranged = RANGE.match(self.headers.get("Range", ""))
+        if ranged:
+            start = int(ranged.group(1))
+            end = min(int(ranged.group(2)), size - 1) if ranged.group(2) else size - 1
+            if start > end:
+                self.send_response(416)
+                self.send_header("Content-Range", "bytes */%d" % size)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+        self.send_response(206 if ranged else 200)
+        if ranged:
+            self.send_header("Content-Range", "bytes %d-%d/%d" % (start, end, size))
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(end - start + 1))
+        self.end_headers()
+        if not body:
+            return
+        with open(full, "rb") as handle:
+            handle.seek(start)
+            left = end - start + 1
+            while left:
+                block = handle.read(min(CHUNK, left))
+                if not block:
+                    break
+                self.wfile.write(block)
+                left -= len(block)
+
+
+class ShareServer(http.server.ThreadingHTTPServer):
+    """The head's weight server: the manifest's files, under the token, to the peers only."""
+
+    daemon_threads = True
+
+    def __init__(self, root, wanted, token, address, peers):
+        self.root, self.token, self.peers = root, token, frozenset(peers)
+        self.files = {entry["path"]: entry for repo in repositories(wanted) for entry in repo["files"]}
+        self.refused = []
+        super().__init__(address, ShareHandler)
+
+    def verify_request(self, request, client_address):
+        if client_address[0] in self.peers:
+            return True
+        self.refused.append(client_address[0])
+        print("refused %s: not a cluster link peer" % client_address[0], file=sys.stderr, flush=True)
+        return False
 
 
 def main(argv):
@@ -170,6 +282,14 @@ def main(argv):
         with open(argv[4]) as handle:
             url = handle.read().strip()
         print(json.dumps(pull(root, wanted, url)))
+        return 0
+    if command == "serve":
+        with open(argv[4]) as handle:
+            token = handle.read().strip()
+        server = ShareServer(root, wanted, token, (argv[5], int(argv[6])), argv[7:])
+        print("serving %d files on %s:%s to %s" % (len(server.files), argv[5], argv[6], " ".join(argv[7:])),
+              file=sys.stderr, flush=True)
+        server.serve_forever()
         return 0
     raise SystemExit("unknown command %s" % command)
 

@@ -1,20 +1,20 @@
-"""The cluster's weight copy (roles/vllm_cluster/files/cluster_weights.py) over the share the head serves.
+"""The cluster's weight copy (roles/vllm_cluster/files/cluster_weights.py): the head's server and a worker's pull.
 
-The head's temporary weight server serves only a share laid out as roles/vllm_cluster/tasks/weights.yml lays it
-out: an empty index.html and one directory named by a random token that links to the model's repository in the
-cache. Here the same layout is served by the same server (Python's http.server, as `python3 -m http.server
---directory` runs it) on loopback, and a worker's cache is filled by `cluster_weights.py pull` with the URL in a
-0600 file. The share carries the model's repository and, when the plan runs one, the drafter's: one manifest
-lists both, one pull fetches both.
+The head's temporary weight server is the script's own `serve` command, started here as
+roles/vllm_cluster/tasks/weights.yml starts it under systemd-run: the cache root, the manifest file, the random
+token in a 0600 file, the address and port, and the link peers allowed to connect. It serves only the manifest's
+files under the token, only to those peers, with byte ranges; a worker's cache is filled by `cluster_weights.py
+pull` with the URL in a 0600 file. The share carries the model's repository and, when the plan runs one, the
+drafter's: one manifest lists both, one pull fetches both.
 """
-import functools
-import http.server
+import http.client
 import importlib.util
 import json
 import os
+import socket
 import subprocess
 import sys
-import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -25,6 +25,7 @@ from conftest import REPO
 SCRIPT = REPO / "roles/vllm_cluster/files/cluster_weights.py"
 REPO_DIR = "models--sparkfleet--tiny-random-llama"
 DRAFTER_DIR = "models--sparkfleet--tiny-drafter"
+OTHER_DIR = "models--someone--private-model"
 
 
 def cache(root, blob=b"weights" * 1000, repo_dir=REPO_DIR):
@@ -39,12 +40,40 @@ def cache(root, blob=b"weights" * 1000, repo_dir=REPO_DIR):
     return repo
 
 
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def serve(tmp_path, head, manifest, token, peers):
+    """`cluster_weights.py serve` on a loopback port, as the head's transient unit runs it; (process, base URL)."""
+    (tmp_path / "manifest-head.json").write_text(json.dumps(manifest))
+    token_file = tmp_path / "weights-share.token"
+    token_file.write_text(token + "\n")
+    token_file.chmod(0o600)
+    port = free_port()
+    log = open(tmp_path / "serve.log", "w")  # noqa: SIM115 - closed with the process
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), "serve", str(head), str(tmp_path / "manifest-head.json"),
+                             str(token_file), "127.0.0.1", str(port)] + peers, stderr=log)
+    proc.log = log
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    return proc, "http://127.0.0.1:%d/" % port
+
+
 @pytest.fixture()
 def share(tmp_path, request):
-    """The head: a cache, its manifest, and the share served on a loopback port (the model's repository, and the
-    drafter's when the test is parametrized with ``with_drafter``)."""
+    """The head: a cache (with a repository that is not the model's beside it), its manifest, and its server on a
+    loopback port (the model's repository, and the drafter's when the test is parametrized with
+    ``with_drafter``); 127.0.0.1 is the link peer."""
     head = tmp_path / "head"
     cache(head)
+    cache(head, b"not yours" * 100, OTHER_DIR)
     repo_dirs = [REPO_DIR]
     if getattr(request, "param", None) == "with_drafter":
         cache(head, b"drafter" * 300, DRAFTER_DIR)
@@ -52,17 +81,11 @@ def share(tmp_path, request):
     manifest = json.loads(subprocess.run([sys.executable, str(SCRIPT), "manifest", str(head)] + repo_dirs,
                                          capture_output=True, text=True, check=True).stdout)
     token = "k3y" + os.urandom(12).hex()
-    served = tmp_path / "share"
-    (served / token).mkdir(parents=True)
-    (served / "index.html").touch()
-    for repo_dir in repo_dirs:
-        os.symlink(head / repo_dir, served / token / repo_dir)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(
-        http.server.SimpleHTTPRequestHandler, directory=str(served)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = "http://127.0.0.1:%d/" % server.server_address[1]
+    proc, base = serve(tmp_path, head, manifest, token, ["127.0.0.1"])
     yield {"manifest": manifest, "base": base, "token": token, "tmp": tmp_path, "head": head}
-    server.shutdown()
+    proc.terminate()
+    proc.wait(10)
+    proc.log.close()
 
 
 def pull(share, url):
@@ -90,15 +113,67 @@ def test_a_worker_pulls_the_model_through_the_capability_url(share):
     assert proc.returncode == 0 and not json.loads(proc.stdout)["changed"], proc.stdout
 
 
-def test_the_share_shows_nothing_without_the_token(share):
-    with urllib.request.urlopen(share["base"], timeout=5) as answer:  # noqa: S310 - the test's own server
-        listing = answer.read()
-    assert listing == b"", "the share's root lists its contents: %r" % listing[:200]
-    with pytest.raises(urllib.error.HTTPError) as missing:
-        urllib.request.urlopen(share["base"] + REPO_DIR + "/refs/main", timeout=5)  # noqa: S310
-    assert missing.value.code == 404
+def status(url):
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:  # noqa: S310 - the test's own server
+            return answer.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def test_the_share_shows_only_the_manifests_files_under_the_token(share):
+    base, token = share["base"], share["token"]
+    blob = base + token + "/" + REPO_DIR + "/blobs/f00d"
+    assert status(blob) == 200
+    # No listing anywhere, nothing without the token, nothing the manifest does not list (another repository in
+    # the same cache, the symlinks the pull recreates itself, a path climbing out of the token).
+    for url in (base, base + token + "/", base + token + "/" + REPO_DIR + "/", base + REPO_DIR + "/blobs/f00d",
+                base + token + "/" + OTHER_DIR + "/blobs/f00d", base + token + "/" + OTHER_DIR + "/refs/main",
+                base + token + "/" + REPO_DIR + "/snapshots/abc123/model.safetensors",
+                base + token + "/" + REPO_DIR + "/../" + OTHER_DIR + "/blobs/f00d"):
+        assert status(url) == 404, url
     _worker, proc = pull(share, share["base"])
     assert proc.returncode != 0 and "404" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_a_client_that_is_not_a_link_peer_gets_no_answer(share, tmp_path):
+    """A server whose only peer is 127.0.0.2 closes 127.0.0.1's connection without a byte, and logs it."""
+    other = tmp_path / "other"
+    other.mkdir()
+    proc, base = serve(other, share["head"], share["manifest"], share["token"], ["127.0.0.2"])
+    try:
+        with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
+            urllib.request.urlopen(base + share["token"] + "/" + REPO_DIR + "/blobs/f00d", timeout=5)  # noqa: S310
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        proc.log.close()
+    assert "refused 127.0.0.1: not a cluster link peer" in (other / "serve.log").read_text()
+
+
+def test_an_interrupted_pull_resumes_from_its_part(share):
+    """A pull killed mid-file leaves FILE.part; the next one asks for the rest only (Range) and checks the whole."""
+    url = share["base"] + share["token"] + "/"
+    blob = b"weights" * 1000
+    worker = share["tmp"] / "worker"
+    (worker / REPO_DIR / "blobs").mkdir(parents=True)
+    (worker / REPO_DIR / "blobs" / "f00d.part").write_bytes(blob[:3000])
+    _worker, proc = pull(share, url)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["bytes_resumed"] == 3000, result
+    assert "resumed at 3000" in proc.stderr, proc.stderr
+    assert (worker / REPO_DIR / "blobs" / "f00d").read_bytes() == blob
+    assert not (worker / REPO_DIR / "blobs" / "f00d.part").exists()
+    # A part that does not match the head's file is caught by the checksum, thrown away, and fetched whole next.
+    (worker / REPO_DIR / "blobs" / "f00d").unlink()
+    (worker / REPO_DIR / "blobs" / "f00d.part").write_bytes(b"x" * 3000)
+    _worker, proc = pull(share, url)
+    assert proc.returncode != 0 and "the head has" in proc.stderr, proc.stderr[-2000:]
+    assert not (worker / REPO_DIR / "blobs" / "f00d.part").exists()
+    _worker, proc = pull(share, url)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["bytes_resumed"] == 0, proc.stdout + proc.stderr
+    assert (worker / REPO_DIR / "blobs" / "f00d").read_bytes() == blob
 
 
 def test_a_file_that_differs_from_the_manifest_is_refused(share, tmp_path):
