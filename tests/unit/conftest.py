@@ -7,6 +7,7 @@ its RUN.
 import importlib.util
 import json
 import pathlib
+import re
 import statistics
 
 import pytest
@@ -56,3 +57,22 @@ def paired_cell(values, counts=False):
     if counts:
         cell += (str(sum(abs(v - 1) <= 0.05 for v in values)), str(len(values)))
     return cell
+
+
+# A paired cell's line in gpu_ratios.py's summary (gpu_bench.summarize): median, min, max, n, within/OUTSIDE ±5%;
+# SUMMARY_LINE_COUNTS adds "; K of N rounds within" (pass 6 on).
+SUMMARY_LINE = re.compile(r"paired ratio median ([0-9.]+) \(min ([0-9.]+) max ([0-9.]+), n=(\d+)\) (within|OUTSIDE)")
+SUMMARY_LINE_COUNTS = re.compile(SUMMARY_LINE.pattern + r"; (\d+) of (\d+) rounds within")
+
+
+def ratio_rounds(run, names=("ratio-rounds.jsonl",)):
+    """The rounds of gpu_ratios.py's JSONL files `names` in capture folder `run`, one dict a round, sorted by round
+    (each `run` call of a pass writes its own file)."""
+    rows = [json.loads(line) for name in names for line in (run / name).read_text().splitlines() if line.strip()]
+    return sorted(rows, key=lambda row: row["round"])
+
+
+def paired_ratios(rows, pairs, mine):
+    """Module figure / `vllm bench serve` figure, round by round, for module key `mine` (pairs: mine -> theirs);
+    rounds that lack either side are left out, as gpu_bench.summarize leaves them out."""
+    return [r[mine] / r[pairs[mine]] for r in rows if r.get(mine) and r.get(pairs[mine])]

@@ -11,7 +11,7 @@ import re
 import shlex
 import statistics
 
-from conftest import paired_cell
+from conftest import SUMMARY_LINE, paired_cell, paired_ratios, ratio_rounds
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 RUN = REPO / "tests" / "fixtures" / "h200" / "gemma4-ratios"
@@ -21,19 +21,14 @@ PAIRS = {"std_single": "vb_chat_c1", "std_single_old_def": "vb_chat_c1", "std_ag
 # As measured on 2026-12-03 (n=10): only standard c8 and c64 came within ±5%; the cause is not yet explained.
 MEASURED_WITHIN = {"std_single": False, "std_single_old_def": False, "std_agg8": True, "std_agg64": True,
                    "sweep_c1": False, "sweep_c8": False, "sweep_c64": False}
-SUMMARY_LINE = re.compile(r"paired ratio median ([0-9.]+) \(min ([0-9.]+) max ([0-9.]+), n=(\d+)\) (within|OUTSIDE)")
-
-
-def rounds():
-    return [json.loads(line) for line in (RUN / "ratio-rounds.jsonl").read_text().splitlines()]
 
 
 def ratios(mine):
-    return [r[mine] / r[PAIRS[mine]] for r in rounds() if r.get(mine) and r.get(PAIRS[mine])]
+    return paired_ratios(ratio_rounds(RUN), PAIRS, mine)
 
 
 def test_ten_paired_rounds_without_errors_alternating_the_first_side():
-    rows = rounds()
+    rows = ratio_rounds(RUN)
     assert [r["round"] for r in rows] == list(range(1, 11)) and not any(r.get("errors") for r in rows)
     firsts = [r["order"][0].rsplit(":", 1)[1] for r in rows]
     assert firsts == ["module", "vllm"] * 5

@@ -12,7 +12,7 @@ import re
 import shlex
 import statistics
 
-from conftest import paired_cell
+from conftest import SUMMARY_LINE_COUNTS, paired_cell, paired_ratios, ratio_rounds
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 RUN = REPO / "tests" / "fixtures" / "h200" / "gemma4-ratios-pass6"
@@ -24,17 +24,14 @@ CELLS = ("standard c1+c8", "standard c64", "sweep c1", "sweep c8", "sweep c64")
 # As measured on 2026-12-04 (n=8): standard c1 and sweep c1, c8 within ±5%; standard c8, c64 and sweep c64 not.
 MEASURED_WITHIN = {"std_single": True, "std_single_old_def": True, "std_agg8": False, "std_agg64": False,
                    "sweep_c1": True, "sweep_c8": True, "sweep_c64": False}
-SUMMARY_LINE = re.compile(r"paired ratio median ([0-9.]+) \(min ([0-9.]+) max ([0-9.]+), n=(\d+)\) (within|OUTSIDE); "
-                          r"(\d+) of (\d+) rounds within")
 
 
 def rounds():
-    rows = [json.loads(line) for name in CALLS for line in (RUN / name).read_text().splitlines() if line.strip()]
-    return sorted(rows, key=lambda row: row["round"])
+    return ratio_rounds(RUN, CALLS)
 
 
-def ratios(mine, rows=None):
-    return [r[mine] / r[PAIRS[mine]] for r in rows or rounds() if r.get(mine) and r.get(PAIRS[mine])]
+def ratios(mine):
+    return paired_ratios(rounds(), PAIRS, mine)
 
 
 def last_summary():
@@ -67,7 +64,7 @@ def test_the_last_summary_is_the_eight_rounds_paired_medians():
     summary = last_summary()
     assert summary in (RUN / "summary.txt").read_text()
     assert "; 8 rounds" in summary.splitlines()[0]
-    found = SUMMARY_LINE.findall(summary)
+    found = SUMMARY_LINE_COUNTS.findall(summary)
     assert found == [paired_cell(ratios(mine), counts=True) for mine in PAIRS]
     assert all(n == "8" for _m, _lo, _hi, n, *_rest in found)
     assert {mine: w == "within" for mine, (_m, _lo, _hi, _n, w, *_r) in zip(PAIRS, found)} == MEASURED_WITHIN

@@ -10,23 +10,20 @@ import pathlib
 import re
 import statistics
 
-from conftest import paired_cell
+from conftest import SUMMARY_LINE_COUNTS, paired_cell, paired_ratios, ratio_rounds
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 RUN = REPO / "tests" / "fixtures" / "h200" / "gemma4-ratios-pass7"
 PAIRS = {"std_agg8": "vb_chat_c8", "std_agg64": "vb_chat_c64", "sweep_c64": "vb_cmpl_c64"}
-SUMMARY_LINE = re.compile(r"paired ratio median ([0-9.]+) \(min ([0-9.]+) max ([0-9.]+), n=(\d+)\) (within|OUTSIDE); "
-                          r"(\d+) of (\d+) rounds within")
+CALLS = ("ratio-rounds.jsonl", "ratio-rounds-b.jsonl")
 
 
 def rounds():
-    rows = [json.loads(line) for name in ("ratio-rounds.jsonl", "ratio-rounds-b.jsonl")
-            for line in (RUN / name).read_text().splitlines() if line.strip()]
-    return sorted(rows, key=lambda row: row["round"])
+    return ratio_rounds(RUN, CALLS)
 
 
 def ratios(mine):
-    return [r[mine] / r[PAIRS[mine]] for r in rounds()]
+    return paired_ratios(rounds(), PAIRS, mine)
 
 
 def summary():
@@ -49,7 +46,7 @@ def test_two_rounds_of_the_three_cells_with_the_longer_windows():
 
 
 def test_the_summary_is_the_rounds_paired_medians_and_spread():
-    assert SUMMARY_LINE.findall(summary()) == [paired_cell(ratios(mine), counts=True) for mine in PAIRS]
+    assert SUMMARY_LINE_COUNTS.findall(summary()) == [paired_cell(ratios(mine), counts=True) for mine in PAIRS]
     spread = {line.split(" repeat spread: ")[0].strip(): line for line in summary().splitlines()
               if " repeat spread: " in line}
     for label, mine in zip(("standard 8 streams (c8)", "standard 64 streams (c64)", "sweep c64 (512 prompts)"), PAIRS):

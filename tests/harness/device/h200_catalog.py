@@ -36,6 +36,25 @@ GEMMA4_SPEC = {
     "heads": 4, "kv_heads": 2, "head_dim": 64, "intermediate": 512, "sliding_window": 512, "experts": 8,
     "top_k": 2, "moe_intermediate": 128, "vocab": 1024, "max_position": 4096, "seed": 0,
 }
+# Pass 8's larger stand-in (gpu-drift.sh, MODEL large): the same generator and layout, about 3.0 B parameters in
+# bf16 (12 layers, five sliding to one full, hidden 2,560, a dense MLP of 10,240 and 8 experts of 2,560 top-2 in
+# each layer; the generator's small vocabulary), so that a decode step does far more GPU work than the tiny
+# stand-in's. Not in the test catalog: only the drift harness serves it, with pass 3's planned argv.
+GEMMA4_LARGE_ID = "sparkfleet/random-gemma4-moe-3b-h200"
+GEMMA4_LARGE_SPEC = {
+    "family": "gemma4", "layers": 12, "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 2,
+    "hidden": 2560, "heads": 8, "kv_heads": 4, "head_dim": 256, "intermediate": 10240, "sliding_window": 512,
+    "experts": 8, "top_k": 2, "moe_intermediate": 2560, "vocab": 1024, "max_position": 4096, "seed": 0,
+}
+
+
+def parameters(spec):
+    """The spec's parameter count without its embedding (a few per cent at most): attention, dense MLP, experts."""
+    hidden, heads, kv_heads, head_dim = spec["hidden"], spec["heads"], spec["kv_heads"], spec["head_dim"]
+    attention = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim
+    dense = 3 * hidden * spec["intermediate"]
+    experts = spec.get("experts", 0) * (3 * hidden * spec.get("moe_intermediate", 0) + hidden)
+    return spec["layers"] * (attention + dense + experts)
 
 
 def gemma4_standin(catalog):

@@ -1,4 +1,4 @@
-# Shared by the scripts that run ON the device machine (gpu-run.sh, gpu-ratios.sh, gpu-collection-run.sh,
+# Shared by the scripts that run ON the device machine (gpu-run.sh, gpu-ratios.sh, gpu-drift.sh, gpu-collection-run.sh,
 # gpu-oom-and-c8.sh, gpu-sampler-oom.sh): timed log lines, the kit (the parts gpu-kit.sh made, copied to
 # /tmp/kit by earlier `run` calls) checked and unpacked, the stand-in models, a server and its health, and
 # a torch process that holds the card as another tenant would.
