@@ -27,6 +27,8 @@ import re
 import shutil
 import subprocess
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 import yaml
@@ -570,6 +572,83 @@ def test_mp_tensor_parallel_across_two_containers(cluster):
 
     again = playbook("cluster.yml", "-e", "cluster_group=sim_pair", "-e", "vllm_executor=mp", *canary.args, env=decoys)
     assert {h: r["changed"] for h, r in recap(again.stdout).items()} == {"sim-1": 0, "sim-2": 0}
+    PAIR_DEPLOY["mp"] = canary
+
+
+# The mp pair as test_mp_tensor_parallel_across_two_containers left it serving: its canary holds the key.
+PAIR_DEPLOY = {}
+HEAD_API = "http://%s:8000" % ADDR["sim-1"]
+
+
+def completion_status(api_key, timeout=60):
+    """The HTTP status of one 8-token completion on the pair's head; None when nothing answers."""
+    body = json.dumps({"model": "tiny", "prompt": "hello", "max_tokens": 8}).encode()
+    request = urllib.request.Request(HEAD_API + "/v1/completions", data=body, headers={
+        "Authorization": "Bearer " + api_key, "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:  # noqa: S310 - the simulated head
+            return answer.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+def flat(output):
+    """A playbook's output with every run of whitespace made one space: the YAML result format folds long messages."""
+    return " ".join(output.split())
+
+
+def mp_fault(name, node, kill, canary):
+    """Kill a rank of the serving mp pair; time what notices (cluster_status.yml), heal with a cluster.yml re-run,
+    time until a completion answers again; one row of the fault table. Returns (status run, heal run, row)."""
+    data = data_digest()
+    args = ["-e", "cluster_group=sim_pair", "-e", "vllm_executor=mp", *canary.args]
+    assert completion_status(canary.key) == 200, "the pair serves before the fault"
+    started = time.time()
+    assert node_sh(node, kill).returncode == 0, kill
+    # What systemd does on its own, then what the head's /health says meanwhile (vLLM's own readiness).
+    time.sleep(15)
+    health = http_status(HEAD_API + "/health")
+    units = {n: unit_show(n, "vllm-cluster.service", "ActiveState", "NRestarts") for n in PAIR}
+    status = playbook("cluster_status.yml", *args, check=False)
+    detected = round(time.time() - started, 1)
+    heal_began = time.time()
+    heal = playbook("cluster.yml", *args, timeout=900)
+    serving = wait_for(lambda: completion_status(canary.key, timeout=30) == 200, 300, interval=3)
+    row = {"detected_by": "cluster_status.yml", "seconds_to_detect": detected,
+           "systemd_after_15_s": units, "head_health_after_15_s": health,
+           "recovered": "re-run cluster.yml (group restart in order)",
+           "seconds_to_recover": round(time.time() - heal_began, 1) if serving is not None else None,
+           "data_unchanged": data_digest() == data}
+    fault_row(name, **row)
+    assert serving is not None, "no completion within 300 s of the heal run"
+    assert data_digest() == data, "weights, caches and env files survive"
+    return status, heal, row
+
+
+def test_mp_faults_while_serving_are_named_and_healed(cluster):
+    """Faults of the serving mp pair (the engine on, not Ray alone): a worker rank SIGKILLed, then the head's API
+    server SIGKILLed. Each must be named by cluster_status.yml and healed by one cluster.yml re-run; a second re-run
+    then changes nothing. Measured (2026-12-05): a killed worker rank's headless parent exits 0, so systemd does not
+    restart it, and the head's /health keeps answering 200 until a request reaches the dead engine (500, then the
+    head exits 0); a killed head is restarted by systemd but waits at the rendezvous for the old group's worker."""
+    canary = PAIR_DEPLOY.get("mp")
+    assert canary is not None, "test_mp_tensor_parallel_across_two_containers did not leave the mp pair serving"
+
+    status, heal, row = mp_fault("mp worker rank killed while serving", "sim-2", "pkill -9 -f VLLM::Worker_TP1", canary)
+    assert status.returncode != 0 and "sim-2 (vllm-cluster.service inactive)" in flat(status.stdout), status.stdout[-3000:]
+    assert re.search(r"restarted alone\) on \[[^]]*sim-2", flat(heal.stdout)), heal.stdout[-3000:]
+
+    status, heal, row = mp_fault("mp head API server killed while serving", "sim-1",
+                                 "kill -9 $(systemctl show -p MainPID --value vllm-cluster.service)", canary)
+    assert row["systemd_after_15_s"]["sim-1"]["NRestarts"] != "0", row
+    named = re.search(r"sim-1 \((vllm-cluster.service restarted alone|API /health not answering)", flat(status.stdout))
+    assert status.returncode != 0 and named, status.stdout[-3000:]
+    assert re.search(r"restarted alone\) on \[sim-1", flat(heal.stdout)), heal.stdout[-3000:]
+
+    again = playbook("cluster.yml", "-e", "cluster_group=sim_pair", "-e", "vllm_executor=mp", *canary.args)
+    assert {h: r["changed"] for h, r in recap(again.stdout).items()} == {"sim-1": 0, "sim-2": 0}, again.stdout[-3000:]
 
 
 def test_ray_tensor_parallel_across_two_containers(cluster):
