@@ -57,7 +57,7 @@ def serve(tmp_path, head, manifest, token, peers):
     proc = subprocess.Popen([sys.executable, str(SCRIPT), "serve", str(head), str(tmp_path / "manifest-head.json"),
                              str(token_file), "127.0.0.1", str(port)] + peers, stderr=log)
     proc.log = log
-    for _ in range(100):
+    for _attempt in range(100):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
             break
