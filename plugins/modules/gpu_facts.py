@@ -54,6 +54,12 @@ options:
       - Also run C(nvidia-smi -q -x) for the CUDA version, architecture name and addressing mode.
     type: bool
     default: true
+  proc_version_path:
+    description:
+      - The loaded driver's version file, read for the driver version and whether its kernel modules are the
+        open ones (nvidia-smi cannot tell). Change it only to point at a test stand-in.
+    type: path
+    default: /proc/driver/nvidia/version
 notes:
   - Needs C(nvidia-smi) from driver 510 or later for C(compute_cap).
 seealso:
@@ -159,8 +165,6 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import gpu as gpu_utils
 
-PROC_VERSION = "/proc/driver/nvidia/version"
-
 
 def _read(path):
     try:
@@ -176,11 +180,13 @@ def main():
             "profiles": {"type": "dict"},
             "nvidia_smi_path": {"type": "path"},
             "query_xml": {"type": "bool", "default": True},
+            "proc_version_path": {"type": "path", "default": "/proc/driver/nvidia/version"},
         },
         supports_check_mode=True,
     )
     profiles = module.params["profiles"]
-    proc_version = _read(PROC_VERSION) if os.path.exists(PROC_VERSION) else None
+    proc_path = module.params["proc_version_path"]
+    proc_version = _read(proc_path) if os.path.exists(proc_path) else None
     smi = module.params["nvidia_smi_path"] or module.get_bin_path("nvidia-smi")
     if not smi or not os.path.exists(smi):
         facts = gpu_utils.absent_facts("nvidia-smi not found (no NVIDIA driver installed?)", proc_version)

@@ -7,6 +7,7 @@ is pulled. The static tests keep every scenario on the shared image and run
 flags (tests/harness/image.env) and on the house sequence.
 """
 import concurrent.futures
+import importlib.util
 import os
 import pathlib
 import re
@@ -259,20 +260,20 @@ def test_scenario_passes(path, scenario_runs):
     assert all(r[3] == "0" and r[2] == "0" for r in instance_recaps), instance_recaps
 
 
-def test_driver_regexes_read_real_captures():
-    """The nvidia_driver role's detection regexes (vars/main.yml, applied with
-    Ansible's regex_findall, i.e. Python's re) on the H200's real capture."""
-    variables = load(REPO / "roles" / "nvidia_driver" / "vars" / "main.yml")
+def test_driver_detection_reads_real_captures():
+    """The nvidia_driver role reads the driver through sparkfleet.vllm.gpu_facts (tasks/detect.yml, with the
+    Molecule stand-in's version file passed as proc_version_path); the module's parser, on the H200's real
+    captures: branch 580 with the open modules, and a proprietary line that still parses."""
+    detect = (REPO / "roles" / "nvidia_driver" / "tasks" / "detect.yml").read_text()
+    assert "sparkfleet.vllm.gpu_facts:" in detect and 'proc_version_path: "{{ nvidia_driver_version_file }}"' in detect
+    spec = importlib.util.spec_from_file_location("sparkfleet_gpu", REPO / "plugins" / "module_utils" / "gpu.py")
+    gpu = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu)
     capture = REPO / "tests" / "unit" / "fixtures" / "nvidia-h200" / "proc-driver-nvidia-version.txt"
     require(capture.exists(), "the H200 capture %s" % capture)
-    found = re.findall(variables["__nvidia_driver_version_regex"], capture.read_text())
-    assert found and found[0][0] == "580", found
-    assert "Open Kernel Module" in capture.read_text()
+    found = gpu.parse_proc_driver_version(capture.read_text())
+    assert gpu.driver_branch(found["driver_version"]) == 580 and found["kernel_module"] == "open", found
     # The proprietary module words its line without "Open"; the branch still parses.
     proprietary = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  Thu Feb 22 01:44:30 UTC 2024\n"
-    assert re.findall(variables["__nvidia_driver_version_regex"], proprietary)[0][0] == "550"
-    csv = REPO / "tests" / "unit" / "fixtures" / "nvidia-h200" / "nvidia-smi-query.csv"
-    require(csv.exists(), "the H200 capture %s" % csv)
-    header, first_gpu = [line.split(", ") for line in csv.read_text().splitlines()[:2]]
-    driver_version = first_gpu[header.index("driver_version")]
-    assert re.findall(variables["__nvidia_driver_smi_regex"], driver_version) == ["580"], driver_version
+    found = gpu.parse_proc_driver_version(proprietary)
+    assert gpu.driver_branch(found["driver_version"]) == 550 and found["kernel_module"] == "proprietary", found

@@ -43,7 +43,7 @@ def run_module(args, smi_dir=None, smi_path="/usr/bin/nvidia-smi", query_rc=0, q
     real_exists = gpu_facts.os.path.exists
 
     def exists(path):
-        if path == gpu_facts.PROC_VERSION:
+        if path == args.get("proc_version_path", "/proc/driver/nvidia/version"):
             return proc is not None
         if path == smi_path:
             return True
@@ -116,3 +116,26 @@ def test_driver_that_does_not_answer_is_a_fact_not_a_crash():
     facts = outcome.result["ansible_facts"]["sparkfleet_gpu"]
     assert outcome.kind == "exit" and facts["gpu_present"] is False
     assert "nvidia-smi exited 9: NVIDIA-SMI has failed" in facts["profile_reason"]
+
+
+def test_a_version_file_elsewhere_is_read_through_proc_version_path(tmp_path):
+    """nvidia_driver's Molecule stand-in keeps the real H200 capture of /proc/driver/nvidia/version in another
+    path; the module reads it there (and no other), with no nvidia-smi on the host."""
+    capture = (FIXTURES / "nvidia-h200" / "proc-driver-nvidia-version.txt").read_text()
+    path = str(tmp_path / "proc-driver-nvidia-version")
+    seen = []
+
+    def read(name):
+        seen.append(name)
+        return capture
+
+    with patch_module_args({"proc_version_path": path, "query_xml": False}), \
+            mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json), \
+            mock.patch.object(basic.AnsibleModule, "get_bin_path", lambda self, name, *a, **k: None), \
+            mock.patch.object(gpu_facts.os.path, "exists", lambda name: name == path), \
+            mock.patch.object(gpu_facts, "_read", read), pytest.raises(Exit) as info:
+        gpu_facts.main()
+    facts = info.value.result["ansible_facts"]["sparkfleet_gpu"]
+    assert seen == [path]
+    assert not facts["gpu_present"] and facts["driver_branch"] == int(facts["driver_version"].split(".")[0])
+    assert facts["kernel_module"] in ("open", "proprietary") and facts["driver_version"] in capture
