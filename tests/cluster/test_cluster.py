@@ -43,10 +43,11 @@ ADDR = {n: "172.29.47.%d" % (11 + i) for i, n in enumerate(NODES)}
 STATE = REPO / "tests" / "output" / "cluster"
 KEY = STATE / "id_ed25519"
 RESULTS = STATE / "results"
-# The standard throughput reports the head writes: <time>-standard-<served name>.json, the served name of
-# inventories/sim4's model in the catalog.
-STANDARD_REPORTS = "*-standard-%s.json" % yaml.safe_load((REPO / "data/catalog.yml").read_text())["models"][
+# The served name of inventories/sim4's model in the catalog: what the head answers to, in requests and reports.
+SERVED_NAME = yaml.safe_load((REPO / "data/catalog.yml").read_text())["models"][
     yaml.safe_load((REPO / "inventories/sim4/group_vars/all.yml").read_text())["vllm_model"]]["served_name"]
+# The standard throughput reports the head writes: <time>-standard-<served name>.json.
+STANDARD_REPORTS = "*-standard-%s.json" % SERVED_NAME
 # The sudo password, from the vault cluster-up.sh writes: every play and ad-hoc call escalates with it.
 VAULT = vault_args(STATE)
 TIMINGS = {}
@@ -167,7 +168,10 @@ def test_second_run_changes_and_restarts_nothing(ray_cluster):
     assert proc.stdout.count("WARNING: cluster vllm_cluster runs with vllm_firewall off") == 1, proc.stdout[-3000:]
 
 
-HUB = "/var/lib/vllm/.cache/huggingface/hub"
+# Where the nodes keep weights and which port the head's weight server listens on: vllm_cluster's defaults (inventories/sim4
+# sets neither, nor vllm_hf_home, whose fallback the role's default names).
+CLUSTER_DEFAULTS = yaml.safe_load((REPO / "roles/vllm_cluster/defaults/main.yml").read_text())
+HUB = re.search(r"default\('([^']+)'\)", CLUSTER_DEFAULTS["vllm_cluster_hf_home"]).group(1) + "/hub"
 
 
 def test_an_interrupted_weight_copy_resumes_and_leaves_nothing_behind(ray_cluster):
@@ -176,7 +180,7 @@ def test_an_interrupted_weight_copy_resumes_and_leaves_nothing_behind(ray_cluste
     the model's largest file cut short as FILE.part. The next cluster.yml stops the leftover, serves with the
     copier's own server to the workers' link addresses only, resumes the file from its part (HTTP Range) and
     leaves no server, token or address file behind."""
-    port = 18999
+    port = CLUSTER_DEFAULTS["vllm_cluster_weights_port"]
     node_sh("sim-1", "systemd-run --unit=vllm-cluster-weights-http --collect python3 -m http.server %d --bind %s "
                      "--directory /tmp" % (port, ADDR["sim-1"]))
     assert node_sh("sim-1", "systemctl is-active vllm-cluster-weights-http").stdout.strip() == "active"
@@ -582,7 +586,7 @@ HEAD_API = "http://%s:8000" % ADDR["sim-1"]
 
 def completion_status(api_key, timeout=60):
     """The HTTP status of one 8-token completion on the pair's head; None when nothing answers."""
-    body = json.dumps({"model": "tiny", "prompt": "hello", "max_tokens": 8}).encode()
+    body = json.dumps({"model": SERVED_NAME, "prompt": "hello", "max_tokens": 8}).encode()
     request = urllib.request.Request(HEAD_API + "/v1/completions", data=body, headers={
         "Authorization": "Bearer " + api_key, "Content-Type": "application/json"})
     try:

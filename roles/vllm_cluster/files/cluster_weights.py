@@ -134,14 +134,15 @@ def differing_all(root, wanted):
 
 def opened(request, attempts=20):
     """urlopen, waiting up to ``attempts`` seconds for a server that is still starting (connection refused)."""
-    for attempt in range(attempts):
+    for _attempt in range(attempts - 1):
         try:
             return urllib.request.urlopen(request, timeout=60)  # noqa: S310 - the head's http URL, from a 0600 file
         except urllib.error.URLError as error:
-            if not isinstance(error.reason, ConnectionRefusedError) or attempt == attempts - 1:
+            if not isinstance(error.reason, ConnectionRefusedError):
                 raise
-            time.sleep(1)
-    raise AssertionError("unreachable")
+        time.sleep(1)
+    # The last attempt: whatever it raises, a refused connection included, is the caller's.
+    return urllib.request.urlopen(request, timeout=60)  # noqa: S310 - the head's http URL, from a 0600 file
 
 
 def fetch(url, entry, part):

@@ -18,11 +18,9 @@
 # MODEL=tiny_gemma4_h200: the test catalog's tiny Gemma 4 MoE instead of the Llama (every play gets -e vllm_model).
 # STAND_IN_SERVER=1 (rehearsal without a GPU): SPARKFLEET_DEVICE_SITE points at a fake vllm package.
 set -u
-export PYTHONUNBUFFERED=1
-T0=$(date +%s)
-BUDGET_S=${BUDGET_S:-560}
-DEADLINE=$((T0 + BUDGET_S))
-REPO=$PWD
+# shellcheck source=tests/harness/device/lib.sh
+. "$PWD/tests/harness/device/lib.sh"
+start_clock 560
 R=${RUN_DIR:-/tmp/gpu-collection}
 OUT=${OUT:-$R/out}
 export SPARKFLEET_DEVICE_STATE=$R/state
@@ -33,8 +31,6 @@ export SPARKFLEET_DEVICE_PORT=${SPARKFLEET_DEVICE_PORT:-8000}
 BASE=http://127.0.0.1:$SPARKFLEET_DEVICE_PORT
 rm -rf "$R"; mkdir -p "$R/logs" "$R/bin" "$SPARKFLEET_DEVICE_STATE" "$OUT" /tmp/kit "$SPARKFLEET_DEVICE_SITE"
 : > "$R/summary.txt"
-# shellcheck source=tests/harness/device/lib.sh
-. "$REPO/tests/harness/device/lib.sh"
 finish() {
   nvidia-smi --query-gpu=memory.used,memory.total --format=csv > "$R/logs/nvidia-smi-end.csv" 2>&1
   cp "$R/summary.txt" "$OUT/summary.txt"

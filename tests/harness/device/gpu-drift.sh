@@ -25,17 +25,10 @@
 #    ratio-rounds$TAG-summary.txt, and gpu-drift$TAG.tgz: those, drift-*.jsonl (a line a run), ratio-rounds*.jsonl
 #    and logs/ (server logs, drift and ratio logs, generator output); at most 8 files come back from a call
 set -u
-export PYTHONUNBUFFERED=1
-T0=$(date +%s)
-BUDGET_S=${BUDGET_S:-570}
-DEADLINE=$((T0 + BUDGET_S))
-REPO=$PWD
-R=/tmp/gpu-drift
-TAG=${TAG:+-$TAG}
-mkdir -p "$R/logs" /tmp/kit /tmp/site
-[ -n "$TAG" ] || : > "$R/summary.txt"
 # shellcheck source=tests/harness/device/lib.sh
-. "$REPO/tests/harness/device/lib.sh"
+. "$PWD/tests/harness/device/lib.sh"
+TAG=${TAG:+-$TAG}
+start_run /tmp/gpu-drift 570 "$TAG"
 finish() {  # at most 8 files come back: the summaries apart, everything else in one archive
   cp "$R/summary.txt" "$OUT/summary.txt"
   cp "$R"/drift-*-summary.txt "$R"/ratio-rounds$TAG-summary.txt "$OUT/" 2>/dev/null
@@ -45,12 +38,7 @@ finish() {  # at most 8 files come back: the summaries apart, everything else in
 
 export PYTHONPATH=/tmp/site:$REPO/.collections
 export HF_HOME=/tmp/hf HF_HUB_OFFLINE=1
-CLIENT_PIN=() SERVER_CPUS="" CLIENT_CPUS=""
-if [ "${PIN:-1}" != 0 ]; then
-  read -r SERVER_CPUS CLIENT_CPUS < <(cpu_halves)
-  export SERVER_CPUS
-  CLIENT_PIN=(taskset -c "$CLIENT_CPUS")
-fi
+pin_halves
 log "call${TAG:- (first)}: steps ${STEPS:-}; budget $BUDGET_S s"
 
 large_spec() {
@@ -62,9 +50,7 @@ LARGE_ID=$(python3 -c 'import sys; sys.path.insert(0, "tests/harness/device"); i
 step_setup() {
   log "cpus: $(nproc) online, $(lscpu | sed -n 's/^Model name: *//p'); server on CPUs ${SERVER_CPUS:-all}, clients on ${CLIENT_CPUS:-all}"
   log "gpu: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem,power.limit --format=csv,noheader)"
-  unpack_kit /tmp/site
-  check_imports
-  tail -1 "$R/logs/import.log" | tee -a "$R/summary.txt"
+  kit_ready
   local snap s
   snap=$(generate "$GEMMA4_ID" "$(gemma4_spec)")
   [ -d "$snap" ] || { log "generator failed: $(tail -3 "$R/logs/generate.err")"; finish 1; }

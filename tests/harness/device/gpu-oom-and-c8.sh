@@ -16,16 +16,9 @@
 #     VLLM_USE_FLASHINFER_SAMPLER=0), time to healthy
 #  4. gpu_c8_probe.py: the 8-stream gap's 2 x 2 probe (client x prompts) until the deadline
 set -u
-export PYTHONUNBUFFERED=1
-T0=$(date +%s)
-BUDGET_S=${BUDGET_S:-575}
-DEADLINE=$((T0 + BUDGET_S))
-REPO=$PWD
-R=/tmp/gpu-oom-c8
-mkdir -p "$R/logs" /tmp/kit /tmp/site
-: > "$R/summary.txt"
 # shellcheck source=tests/harness/device/lib.sh
-. "$REPO/tests/harness/device/lib.sh"
+. "$PWD/tests/harness/device/lib.sh"
+start_run /tmp/gpu-oom-c8 575
 finish() {
   nvidia-smi --query-gpu=memory.used,memory.total --format=csv > "$R/logs/nvidia-smi-end.csv" 2>&1
   cp "$R/summary.txt" "$OUT/summary.txt"

@@ -21,17 +21,10 @@
 # started with the argv the planner gave it on the H200 (lib.sh's GEMMA4_PLAN, the launcher's `--model` + argv;
 # tests/unit/test_h200_gemma4_run.py holds today's planner to it). lib.sh's start_server sets the environment.
 set -u
-export PYTHONUNBUFFERED=1
-T0=$(date +%s)
-BUDGET_S=${BUDGET_S:-570}
-DEADLINE=$((T0 + BUDGET_S))
-REPO=$PWD
-R=/tmp/gpu-ratios
-TAG=${TAG:+-$TAG}
-mkdir -p "$R/logs" /tmp/kit /tmp/site
-[ -n "$TAG" ] || : > "$R/summary.txt"   # a TAG call adds to the first call's summary
 # shellcheck source=tests/harness/device/lib.sh
-. "$REPO/tests/harness/device/lib.sh"
+. "$PWD/tests/harness/device/lib.sh"
+TAG=${TAG:+-$TAG}
+start_run /tmp/gpu-ratios 570 "$TAG"   # a TAG call adds to the first call's summary
 finish() {
   cp "$R/summary.txt" "$OUT/summary.txt"
   cp "$R"/ratio-rounds* "$OUT/" 2>/dev/null
@@ -42,12 +35,7 @@ finish() {
 
 export PYTHONPATH=/tmp/site:$REPO/.collections
 export HF_HOME=/tmp/hf HF_HUB_OFFLINE=1
-CLIENT_PIN=() SERVER_CPUS="" CLIENT_CPUS=""
-if [ "${PIN:-1}" != 0 ]; then
-  read -r SERVER_CPUS CLIENT_CPUS < <(cpu_halves)
-  export SERVER_CPUS
-  CLIENT_PIN=(taskset -c "$CLIENT_CPUS")
-fi
+pin_halves
 PREVIOUS=()
 if [ -n "$TAG" ] && up && [ -f "$R/snapshot" ]; then
   SNAP=$(cat "$R/snapshot")
@@ -58,9 +46,7 @@ else
 PINNING="server (API process and engine core) on CPUs $SERVER_CPUS, clients on CPUs $CLIENT_CPUS"
 [ -n "${SERVER_CPUS:-}" ] || PINNING="server and clients unpinned"
 log "cpus: $(nproc) online, $(lscpu | sed -n 's/^Model name: *//p'), $(lscpu | sed -n 's/^Thread(s) per core: *//p') threads a core; $PINNING"
-unpack_kit /tmp/site
-check_imports
-tail -1 "$R/logs/import.log" | tee -a "$R/summary.txt"
+kit_ready
 
 case ${MODEL:-} in
   tiny_gemma4_h200)

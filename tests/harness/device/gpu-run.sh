@@ -15,16 +15,9 @@
 #  5. gpu_bench.py: paired rounds, the collection's client vs vllm bench serve, c1/c8/c64
 #  6. stop the server; free-memory failure: torch holds 120 GiB, vLLM starts with --gpu-memory-utilization 0.9
 set -u
-export PYTHONUNBUFFERED=1
-T0=$(date +%s)
-BUDGET_S=${BUDGET_S:-565}
-DEADLINE=$((T0 + BUDGET_S))
-REPO=$PWD
-R=/tmp/gpu-run
-mkdir -p "$R/logs" /tmp/kit /tmp/site
-: > "$R/summary.txt"
 # shellcheck source=tests/harness/device/lib.sh
-. "$REPO/tests/harness/device/lib.sh"
+. "$PWD/tests/harness/device/lib.sh"
+start_run /tmp/gpu-run 565
 finish() {
   nvidia-smi --query-gpu=memory.used,memory.total --format=csv > "$R/logs/nvidia-smi-end.csv" 2>&1
   cp "$R/summary.txt" "$OUT/summary.txt"
@@ -33,12 +26,9 @@ finish() {
   exit "${1:-0}"
 }
 
-# 1. the kit
-unpack_kit /tmp/site
+# 1. the kit; the server's own import chain first: a kit that does not fit the image fails here in seconds.
 export PYTHONPATH=/tmp/site:$REPO/.collections
-# The server's own import chain first: a kit that does not fit the image fails here in seconds.
-check_imports
-tail -1 "$R/logs/import.log" | tee -a "$R/summary.txt"
+kit_ready
 python3 --version >> "$R/summary.txt"; nvidia-smi > "$R/logs/nvidia-smi-start.txt" 2>&1
 
 # 2. the model

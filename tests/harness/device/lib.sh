@@ -2,10 +2,33 @@
 # gpu-oom-and-c8.sh, gpu-sampler-oom.sh): timed log lines, the kit (the parts gpu-kit.sh made, copied to
 # /tmp/kit by earlier `run` calls) checked and unpacked, the stand-in models, a server and its health, and
 # a torch process that holds the card as another tenant would.
-# The caller sets T0, R (its run folder, with summary.txt and logs/), REPO and defines finish().
+# The caller sources it from the repo root, opens its run with start_run (or start_clock and a folder of its own:
+# T0, R with summary.txt and logs/, REPO) and defines finish().
 log() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$R/summary.txt"; }
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# start_clock DEFAULT_BUDGET_S: the call's clock. Sets T0 (now), BUDGET_S (the environment's, else
+# DEFAULT_BUDGET_S: a margin under the `run` call's 10 minutes), DEADLINE (T0 + BUDGET_S) and REPO (the repo root,
+# where the caller runs); Python's output unbuffered, so the logs keep up with a call cut short.
+# shellcheck disable=SC2034  # DEADLINE and BUDGET_S: read by the callers
+start_clock() {
+  export PYTHONUNBUFFERED=1
+  T0=$(date +%s)
+  BUDGET_S=${BUDGET_S:-$1}
+  DEADLINE=$((T0 + BUDGET_S))
+  REPO=$PWD
+}
+
+# start_run DIR DEFAULT_BUDGET_S [TAG]: start_clock, and the run folder R=DIR with logs/, beside the kit's /tmp/kit
+# and /tmp/site. $R/summary.txt starts empty, unless TAG is given: a later call within the warm window (TAG=b),
+# whose log goes on in the first call's summary.
+start_run() {
+  start_clock "$2"
+  R=$1
+  mkdir -p "$R/logs" /tmp/kit /tmp/site
+  [ -n "${3:-}" ] || : > "$R/summary.txt"
+}
 
 # unpack_kit DIR: every part present (sha256 of the whole) and unpacked into DIR, or finish 1 with the reason.
 unpack_kit() {
@@ -31,6 +54,14 @@ check_imports() {
   python3 -c 'import vllm.entrypoints.openai.api_server, vllm.benchmarks.serve, torch, vllm
 print("vllm", vllm.__version__, "torch", torch.__version__, torch.cuda.get_device_name(0))' > "$R/logs/import.log" 2>&1 \
     || { log "import failed: $(tail -3 "$R/logs/import.log")"; finish 1; }
+}
+
+# kit_ready: the kit unpacked into /tmp/site and its imports checked (with the caller's PYTHONPATH); the version
+# line in the summary.
+kit_ready() {
+  unpack_kit /tmp/site
+  check_imports
+  tail -1 "$R/logs/import.log" | tee -a "$R/summary.txt"
 }
 
 # The stand-in models. The random Llama of pass 1 (gpu-run.sh, gpu-ratios.sh, gpu-oom-and-c8.sh); it is not
@@ -89,6 +120,20 @@ groups = sorted(cores.values())
 half = len(groups) // 2
 print(" ".join(",".join(str(c) for c in sorted(c for g in part for c in g)) for part in (groups[:half], groups[half:])))
 PY
+}
+
+# pin_halves: unless PIN=0, the server (start_server) on one half of the CPUs (cpu_halves) and the clients on the
+# other: a tiny model on a big card is bound by Python on the CPU on both sides of the socket. Sets SERVER_CPUS
+# (exported), CLIENT_CPUS and CLIENT_PIN (the prefix a client runs under: "${CLIENT_PIN[@]}" python3 ...); all
+# three empty with PIN=0.
+# shellcheck disable=SC2034  # CLIENT_PIN and CLIENT_CPUS: read by the callers
+pin_halves() {
+  CLIENT_PIN=() SERVER_CPUS="" CLIENT_CPUS=""
+  if [ "${PIN:-1}" != 0 ]; then
+    read -r SERVER_CPUS CLIENT_CPUS < <(cpu_halves)
+    export SERVER_CPUS
+    CLIENT_PIN=(taskset -c "$CLIENT_CPUS")
+  fi
 }
 
 # affinity PGID: each process of the group with its name and the CPUs it may run on, one a line.
