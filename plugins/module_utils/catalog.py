@@ -235,11 +235,19 @@ def drafter_weights(catalog, drafter, model):
     """What the weights role places for ``drafter`` serving ``model`` (the plan's ``drafter_model``), or None.
 
     Drafters are hub checkpoints like the models: ``source`` huggingface, ``gated`` as the drafter entry says
-    (default false), the size the catalog measured for this model when it has one."""
+    (default false), the size the catalog measured for this model when it has one. A stand-in's drafter that the
+    entry's ``generate`` names for this model is ``source`` generate instead, never gated, with the generator's
+    shape as ``generate``: the drafter's own dimensions plus, as ``target``, the served stand-in's ``generate``
+    block, whose vocabulary, hidden size and KV layout the draft shares (the one source of those figures)."""
     checkpoint = drafter_checkpoint(catalog, drafter, model)
     if not checkpoint:
         return None
     entry = catalog["drafters"][drafter]
+    shape = (entry.get("generate") or {}).get(model)
+    if shape is not None:
+        target = ((catalog["models"].get(model) or {}).get("generate")) or {}
+        return {"short": drafter, "checkpoint": checkpoint, "source": "generate", "gated": False, "revision": "main",
+                "generate": dict(copy.deepcopy(shape), target=copy.deepcopy(target))}
     weights = {"short": drafter, "checkpoint": checkpoint, "source": entry.get("source", "huggingface"),
                "gated": bool(entry.get("gated", False)), "revision": entry.get("revision", "main")}
     size = (entry.get("size_gib") or {}).get(model)

@@ -374,7 +374,8 @@ plan:
       description:
         - The drafter's checkpoint that the weights role places beside the model and the cluster copies to every
           worker (C(checkpoint), C(source), C(gated), C(revision), C(size_gib) where the catalog measured it); null
-          when the plan runs no drafter.
+          when the plan runs no drafter. A stand-in's drafter is C(source=generate), with the generator's shape as
+          C(generate) (the drafter's own dimensions, and the served stand-in's shape as C(target)).
       type: dict
       sample: {short: mtp, checkpoint: google/gemma-4-31B-it-assistant, source: huggingface, gated: false,
                revision: main, size_gib: 0.88}

@@ -17,7 +17,14 @@ E-series' per-layer inputs and shared KV layers), whose tokenizer carries the
 special tokens of Gemma 4's chat format (turns, thinking channel, tool
 declarations, calls and responses, the string delimiter, image and audio
 placeholders) and a chat template that writes them, so vLLM's gemma4
-reasoning and tool-call parsers see the tokens they scan for.
+reasoning and tool-call parsers see the tokens they scan for. A third family,
+`gemma4_assistant`, is a stand-in's MTP drafter (transformers'
+Gemma4AssistantForCausalLM, what vLLM loads as Gemma4MTPModel): Q-only layers
+that read the target's KV cache, between projections from and to the target's
+hidden size. Its spec carries the target's own spec as `target`, so the
+vocabulary (the same trained tokenizer), the backbone's hidden size and the
+head dims and KV heads of the caches it reads are the target's by
+construction; it writes no tokenizer (vLLM drafts with the target's).
 
 Prints one JSON line: {"changed": bool, "snapshot": path, "revision": rev}.
 Runs with the interpreter of vLLM's virtual environment (torch, tokenizers,
@@ -134,7 +141,8 @@ def parse_args(argv):
     parser.add_argument("--spec", required=True, help="JSON: family (llama|gemma4), layers, hidden, heads, "
                         "kv_heads, intermediate, vocab, max_position, seed; gemma4 adds layer_types, head_dim, "
                         "global_head_dim, global_kv_heads, sliding_window, experts, top_k, moe_intermediate, "
-                        "per_layer_hidden, kv_shared_layers")
+                        "per_layer_hidden, kv_shared_layers; gemma4_assistant takes layers, layer_types, hidden, "
+                        "intermediate, heads, seed and its target's spec as target")
     parser.add_argument("--check", action="store_true", help="report whether generation is needed; write nothing")
     return parser.parse_args(argv)
 
@@ -186,6 +194,54 @@ def gemma4_text_config(spec, vocab_size, token_ids):
     return config
 
 
+def gemma4_assistant_config(spec, vocab_size, token_ids):
+    """Gemma4AssistantConfig keyword arguments, text_config as Gemma4TextConfig's, for a drafter spec (pure).
+
+    The draft's own dimensions come from the spec; what it shares with its target, from ``spec["target"]`` (the
+    served stand-in's spec): vLLM points each draft layer at the target's last layer of the same attention type
+    and reads that layer's cache, so the head dims and KV heads must be the target's, and pre_projection takes
+    the target's embedding and hidden state (2 x its hidden size)."""
+    target = spec.get("target") or {}
+    if not target:
+        raise ValueError("a gemma4_assistant spec needs its target's spec as target")
+    target_types = list(target.get("layer_types") or ["sliding_attention", "full_attention"])
+    layer_types = list(spec.get("layer_types") or ["full_attention"] * int(spec["layers"]))
+    missing = sorted(set(layer_types) - set(target_types))
+    if missing:
+        raise ValueError("draft layer types %s have no target layer to share KV with (target: %s)" % (
+            ", ".join(missing), ", ".join(target_types)))
+    shared = ("kv_heads", "global_kv_heads", "k_eq_v", "head_dim", "global_head_dim", "sliding_window", "max_position")
+    text_spec = {key: target[key] for key in shared if key in target}
+    text_spec.update({"layers": int(spec.get("layers") or len(layer_types)), "layer_types": layer_types,
+                      "hidden": spec["hidden"], "intermediate": spec["intermediate"], "heads": spec["heads"]})
+    for kv_key in ("kv_heads", "global_kv_heads"):
+        if text_spec.get(kv_key) and int(text_spec["heads"]) % int(text_spec[kv_key]):
+            raise ValueError("heads (%s) must be a multiple of the target's %s (%s)" % (
+                text_spec["heads"], kv_key, text_spec[kv_key]))
+    text_config = gemma4_text_config(text_spec, vocab_size, token_ids)
+    # Gemma4AssistantConfig.validate_architecture: no per-layer inputs, no MoE block, every layer KV-shared.
+    text_config.update({"hidden_size_per_layer_input": 0, "vocab_size_per_layer_input": 0,
+                        "num_kv_shared_layers": text_config["num_hidden_layers"]})
+    return {"text_config": text_config, "backbone_hidden_size": int(target["hidden"]),
+            "use_ordered_embeddings": False, "tie_word_embeddings": True}
+
+
+def generate_gemma4_assistant(target_dir, spec):
+    import torch
+    from transformers import Gemma4AssistantConfig, Gemma4AssistantForCausalLM, Gemma4TextConfig
+
+    torch.manual_seed(int(spec["seed"]))
+    # The target's tokenizer, trained again from its spec: the same vocabulary and special-token ids.
+    tokenizer = build_tokenizer(spec["target"], GEMMA4_SPECIAL_TOKENS)
+    token_ids = {token: tokenizer.token_to_id(token) for token in GEMMA4_SPECIAL_TOKENS}
+    fields = gemma4_assistant_config(spec, tokenizer.get_vocab_size(), token_ids)
+    config = Gemma4AssistantConfig(text_config=Gemma4TextConfig(**fields.pop("text_config")), **fields)
+    model = Gemma4AssistantForCausalLM(config).to(torch.bfloat16)
+    model.generation_config.max_length = None
+    model.generation_config.eos_token_id = [token_ids[t] for t in GEMMA4_STOP_TOKENS]
+    model.save_pretrained(target_dir)
+
+
 def generate_gemma4(target, spec):
     import torch
     from transformers import Gemma4ForCausalLM, Gemma4TextConfig, PreTrainedTokenizerFast
@@ -207,6 +263,8 @@ def generate_gemma4(target, spec):
 def generate(target, spec):
     if spec.get("family", "llama") == "gemma4":
         return generate_gemma4(target, spec)
+    if spec.get("family") == "gemma4_assistant":
+        return generate_gemma4_assistant(target, spec)
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 

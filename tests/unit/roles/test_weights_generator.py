@@ -151,3 +151,53 @@ def test_template_multimodal_parts_become_placeholders(generator):
                                              {"type": "input_audio"}, {"type": "text", "text": "What is this?"}]}]
     text = render(generator, messages, add_generation_prompt=True)
     assert text == "<bos><|turn>user\n<|image|><|audio|>What is this?<turn|>\n<|turn>model\n"
+
+
+# --- the MoE stand-in's MTP drafter (family gemma4_assistant) ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def drafter_spec():
+    """The shape the plan hands the weights role for tiny-26b-a4b's MTP drafter (the planner's drafter_model)."""
+    from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
+
+    weights = cat.drafter_weights(cat.load_catalog(), "mtp", "tiny-26b-a4b")
+    assert weights["source"] == "generate" and weights["checkpoint"] == "sparkfleet/tiny-random-gemma-4-26b-a4b-assistant"
+    return weights["generate"]
+
+
+def test_the_drafter_carries_its_targets_shape(drafter_spec):
+    assert drafter_spec["family"] == "gemma4_assistant"
+    assert drafter_spec["target"] == GEMMA4_STAND_INS["tiny-26b-a4b"]["generate"]
+
+
+def test_the_drafter_reads_the_targets_kv_caches(generator, drafter_spec):
+    """vLLM's Gemma 4 MTP proposer points each draft layer at the target's last layer of the same attention type
+    and reads its cache: the head dims and KV heads are the target's; the projections take the target's hidden
+    size; the vocabulary is the target's (the same trained tokenizer)."""
+    target = drafter_spec["target"]
+    fields = generator.gemma4_assistant_config(drafter_spec, 503, token_ids(generator))
+    text = fields["text_config"]
+    assert set(text["layer_types"]) <= set(target["layer_types"]) and text["num_hidden_layers"] == 2
+    assert (text["head_dim"], text["global_head_dim"]) == (target["head_dim"], target["global_head_dim"])
+    assert (text["num_key_value_heads"], text["num_global_key_value_heads"], text["attention_k_eq_v"]) == (
+        target["kv_heads"], target["global_kv_heads"], target["k_eq_v"])
+    assert text["sliding_window"] == target["sliding_window"] and text["max_position_embeddings"] == target["max_position"]
+    assert fields["backbone_hidden_size"] == target["hidden"] == 256
+    assert (text["hidden_size"], text["intermediate_size"], text["num_attention_heads"]) == (128, 256, 4)
+    assert text["vocab_size"] == 503 and (text["pad_token_id"], text["eos_token_id"], text["bos_token_id"]) == (0, 1, 2)
+    # Gemma4AssistantConfig.validate_architecture: every layer KV-shared, no per-layer inputs, no MoE block.
+    assert text["num_kv_shared_layers"] == text["num_hidden_layers"]
+    assert text["hidden_size_per_layer_input"] == 0 and text["vocab_size_per_layer_input"] == 0
+    assert "enable_moe_block" not in text and "num_experts" not in text
+    assert fields["use_ordered_embeddings"] is False and fields["tie_word_embeddings"] is True
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"target": None}, "needs its target's spec"),
+    ({"layer_types": ["sliding_attention", "chunked_attention"]}, "chunked_attention have no target layer"),
+    ({"heads": 3}, "heads (3) must be a multiple of the target's kv_heads (2)"),
+], ids=["no-target", "layer-type-the-target-lacks", "heads-not-a-multiple"])
+def test_a_drafter_that_cannot_share_the_targets_cache_is_refused(generator, drafter_spec, change, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        generator.gemma4_assistant_config(dict(drafter_spec, **change), 503, token_ids(generator))

@@ -128,8 +128,9 @@ def test_every_table_row_count(catalog):
     counts = {}
     for group in catalog["baselines"]:
         counts[group["table"]] = len(group["rows"])
-    # 90 rows of the notes and four calibrated CPU stand-in rows (tiny and the three tiny Gemma 4s).
-    assert sum(counts.values()) == 94
+    # 90 rows of the notes and five calibrated CPU stand-in rows (tiny, the three tiny Gemma 4s, and tiny-26b-a4b
+    # with its generated MTP drafter).
+    assert sum(counts.values()) == 95
     by_key = {}
     for row in cat.baseline_rows(catalog):
         key = (row["profile"], row["nodes"], row["release"])
@@ -362,8 +363,9 @@ def test_the_cpu_stand_in_baseline_is_calibrated_not_fixed(catalog):
     measured = cat.find_baseline(catalog, "rtx_pro_6000", "31b", "none", 1, "v0.30.0")
     assert measured and "output_tokens" not in cat.expected_from_baseline(measured)
     # Every other row is real hardware with measured figures, never calibrated; the cpu rows are the stand-ins'.
-    calibrated = [(r["profile"], r["model"]) for r in cat.baseline_rows(catalog) if r.get("calibrate")]
-    assert calibrated == [("cpu", "tiny"), ("cpu", "tiny-31b"), ("cpu", "tiny-26b-a4b"), ("cpu", "tiny-e2b")]
+    calibrated = [(r["profile"], r["model"], r["drafter"]) for r in cat.baseline_rows(catalog) if r.get("calibrate")]
+    assert calibrated == [("cpu", "tiny", "none"), ("cpu", "tiny-31b", "none"), ("cpu", "tiny-26b-a4b", "none"),
+                          ("cpu", "tiny-26b-a4b", "mtp"), ("cpu", "tiny-e2b", "none")]
 
 
 def test_multi_node_rows_name_the_executor_they_were_measured_under(catalog):

@@ -579,12 +579,77 @@ def test_a_gemma4_stand_in_is_planned_with_the_real_models_flags(catalog, stand_
     assert plan["expected"]["calibrate"] is True
 
 
-def test_a_drafter_for_a_stand_in_is_refused_with_the_named_gap(catalog):
+# The MoE stand-in's MTP drafter: a tiny random gemma4_assistant the weights role generates beside it.
+STAND_IN_DRAFTER = "sparkfleet/tiny-random-gemma-4-26b-a4b-assistant"
+
+
+def test_the_moe_stand_in_plans_mtp_with_its_generated_assistant(catalog):
+    """vllm_drafter=mtp on cpu + tiny-26b-a4b: the real 26B-A4B's MTP form (the method inferred, k=2), naming the
+    stand-in's own assistant, which the plan hands the weights role to generate (source generate, its shape and,
+    as target, the served stand-in's shape the draft shares vocabulary, hidden size and KV layout with)."""
+    plan = make(catalog, profile="cpu", model="tiny-26b-a4b", drafter="mtp")
+    assert plan["drafter"] == "mtp"
+    assert plan["speculative_config"] == {"model": STAND_IN_DRAFTER, "num_speculative_tokens": 2}
+    assert json.loads(flag(plan["argv"], "--speculative-config")) == plan["speculative_config"]
+    assert "--speculative-config MTP k=2, method inferred from the assistant checkpoint" in plan["reasons"]
+    drafter = plan["drafter_model"]
+    assert (drafter["short"], drafter["checkpoint"], drafter["source"], drafter["gated"]) == (
+        "mtp", STAND_IN_DRAFTER, "generate", False)
+    assert drafter["generate"]["family"] == "gemma4_assistant"
+    assert drafter["generate"]["target"] == plan["model"]["generate"] and drafter["generate"]["target"]["hidden"] == 256
+    assert "size_gib" not in drafter and plan["disk"]["weights_gib"] == 0
+    # The CPU build runs it under its own (V1) model runner, offline like the stand-in; calibrated like every cpu row.
+    assert plan["env"] == {"HF_HUB_OFFLINE": "1"} and plan["secret_env"] == []
+    assert plan["expected"]["calibrate"] is True and plan["expected"]["single_stream_tok_s"] is None
+    assert not [w for w in plan["warnings"] if "baseline" in w], plan["warnings"]
+
+
+def test_the_stand_in_drafter_is_compared_with_the_real_assistant(catalog):
+    """Against the real 26B-A4B + MTP on rtx_pro_6000, --speculative-config differs only in the drafter it names,
+    and that difference is explained like every other."""
+    plan = make(catalog, profile="cpu", model="tiny-26b-a4b", drafter="mtp")
+    reference = make(catalog, profile="rtx_pro_6000", model="26b-a4b", drafter="mtp")
+    compared = plan["stand_in_for"]
+    assert (compared["model"], compared["profile"], compared["argv"]) == ("26b-a4b", "rtx_pro_6000", reference["argv"])
+    assert {d["flag"] for d in compared["differences"]} == CPU_FORCED | GAPS["tiny-26b-a4b"] | {"--speculative-config"}
+    spec = [d for d in compared["differences"] if d["flag"] == "--speculative-config"][0]
+    assert json.loads(spec["real"]) == {"model": "google/gemma-4-26B-A4B-it-assistant", "num_speculative_tokens": 2}
+    assert json.loads(spec["stand_in"]) == {"model": STAND_IN_DRAFTER, "num_speculative_tokens": 2}
+    assert all(d["why"] for d in compared["differences"]), compared["differences"]
+    assert "tiny random assistant" in spec["why"]
+    assert not any("does not explain" in w for w in plan["warnings"]), plan["warnings"]
+
+
+@pytest.mark.parametrize("objective", ["interactive", "throughput"])
+@pytest.mark.parametrize("stand_in", sorted(GEMMA4_STAND_INS))
+def test_auto_picks_none_on_the_stand_ins_and_explains_why(catalog, stand_in, objective):
+    """The cpu table records no figures (calibrated rows), so auto has nothing to compare and keeps none, as the
+    catalog says; the real model's auto drafter on the reference profile is then a difference the plan explains."""
+    plan = make(catalog, profile="cpu", model=stand_in, drafter="auto", objective=objective)
+    assert plan["drafter"] == "none" and plan["speculative_config"] is None and plan["drafter_model"] is None
+    assert any(w.startswith("vllm_drafter=auto: no ") and "on cpu x1; chose none" in w for w in plan["warnings"])
+    assert not any("does not explain" in w for w in plan["warnings"]), plan["warnings"]
+    assert all(d["why"] for d in plan["stand_in_for"]["differences"]), plan["stand_in_for"]["differences"]
+
+
+@pytest.mark.parametrize("stand_in, drafter", [("tiny-31b", "mtp"), ("tiny-e2b", "mtp"), ("tiny-26b-a4b", "dflash")])
+def test_a_stand_in_without_a_generated_drafter_refuses_it(catalog, stand_in, drafter):
     with pytest.raises(planner.PlanError) as err:
-        make(catalog, profile="cpu", model="tiny-26b-a4b", drafter="mtp")
-    assert err.value.rule == "drafter" and "tiny-26b-a4b has no mtp drafter" in str(err.value)
-    assert "no drafter yet: the weights role generates only the served checkpoint" in str(err.value)
-    assert make(catalog, profile="cpu", model="tiny-26b-a4b", drafter="auto")["drafter"] == "none"
+        make(catalog, profile="cpu", model=stand_in, drafter=drafter)
+    assert err.value.rule == "drafter" and "%s has no %s drafter" % (stand_in, drafter) in str(err.value)
+
+
+def test_only_the_moe_stand_in_has_a_generated_drafter(catalog):
+    """The catalog names the drafter once (drafters.mtp: checkpoint and shape); the planner finds it there and
+    the stand-in keeps no --speculative-config gap."""
+    assert cat.drafters_for(catalog, "tiny-26b-a4b") == ["mtp"]
+    assert "--speculative-config" not in catalog["models"]["tiny-26b-a4b"]["gaps"]
+    assert sorted(catalog["drafters"]["mtp"]["generate"]) == ["tiny-26b-a4b"]
+    assert not catalog["drafters"]["dflash"].get("generate")
+    for stand_in in ("tiny", "tiny-31b", "tiny-e2b"):
+        assert cat.drafters_for(catalog, stand_in) == [], stand_in
+    # A real model's drafter stays a hub download.
+    assert cat.drafter_weights(catalog, "mtp", "26b-a4b")["source"] == "huggingface"
 
 
 def test_the_llama_stand_in_is_compared_with_nothing(catalog):
