@@ -1,7 +1,7 @@
 """Write the simulated cluster's catalog: data/catalog.yml plus a `cpu` cluster stand-in.
 
 The catalog documents clusters only for DGX Sparks. The simulation runs the
-cpu stand-in profile (vLLM's CPU build, the tiny model) across containers, so
+cpu stand-in profile (vLLM's CPU build, a tiny stand-in model) across containers, so
 this copy lets that profile form 2- and 4-node clusters on the containers'
 eth0 (no RoCE device exists there: the HCA name is a stand-in) and gives them
 the stand-in's calibrated throughput baseline. Everything
