@@ -104,7 +104,8 @@ CASES = [
          "set vllm_drafter to one of: none, mtp, dflash, auto"),
     plan("drafter-not-for-model", "rtx_pro_6000", {"vllm_model": "e2b", "vllm_drafter": "dflash"},
          "e2b has no dflash drafter", "set vllm_drafter to one of: none, mtp"),
-    site("drafter-on-standin", "local", {"vllm_drafter": "mtp"}, "%s has no mtp drafter" % LOCAL_MODEL_NAME,
+    # The local default (tiny-26b-a4b) has its generated MTP drafter; the dense 31B's stand-in has none.
+    site("drafter-on-standin", "local", {"vllm_model": "tiny-31b", "vllm_drafter": "mtp"}, "tiny-31b has no mtp drafter",
          "set vllm_drafter to one of: none"),
     plan("drafter-release-cannot-start", "spark4", {"vllm_drafter": "mtp"},
          "cannot start on vLLM v0.30.0", "expert", "vllm_drafter"),
