@@ -27,7 +27,8 @@ means "not set, use the catalog default"):
   inventory name and which of vllm_single / the cluster group list it),
   client_address (its ansible_host: where ``endpoint.url`` points clients),
   gateway (vllm_gateway: the API gateway fronts the server, which then binds
-  loopback; the plan's ``bind_address`` says where it listens).
+  loopback; unset, it fronts a single node that has an API key; the plan's
+  ``bind_address`` says where it listens).
 
 Cluster nodes: the head (node_index 0) gets the full serve argv. Under the
 ``mp`` executor every worker runs ``vllm serve`` too, with ``--headless`` and
@@ -361,11 +362,29 @@ class _Planner(object):
 
     def resolve_binding(self):
         """Where the API listens on the host: every address (the catalog's defaults.host), or loopback only when the
-        gateway (roles/vllm_gateway) fronts it, so that no route outside /v1 and /health is reachable from elsewhere."""
+        gateway (roles/vllm_gateway) fronts it, so that no route outside /v1 and /health is reachable from elsewhere.
+
+        vllm_gateway unset: the gateway fronts a single node that has an API key (vLLM's key guards only /v1, and a
+        key says the operator wants the API guarded) and nothing else. A cluster keeps it off (the head's API would
+        have to bind its link address, which the gateway does not front yet): the firewall limits its port."""
         public = str(self.catalog["defaults"]["host"])
-        self.gateway = bool(_as_bool(self.request, "gateway"))
+        requested = _as_bool(self.request, "gateway")
+        keyed = not _unset(self.request.get("api_key"))
         self.bind_address = self.serve_host = public
+        if requested is None:
+            self.gateway = keyed and not self.cluster
+            if keyed and self.cluster:
+                self.reason("no API gateway: vllm_gateway is unset and a %d-node cluster's head is not fronted by one "
+                            "yet; limit its API port with vllm_firewall=true and firewall_api_allow" % self.node_count)
+            elif not keyed:
+                self.reason("no API gateway: no API key is set (vllm_gateway unset), so every route of vLLM answers "
+                            "on %s; set vllm_api_key to guard /v1 and put the gateway in front" % public)
+        else:
+            self.gateway = requested
         if not self.gateway:
+            if requested is False and keyed:
+                self.reason("no API gateway: vllm_gateway=false (the bypass); vLLM answers /invocations, /metrics, "
+                            "/tokenize, ... without the key on %s" % public)
             return
         if self.cluster:
             _refuse("gateway-cluster", "vllm_gateway=true is not available on a %d-node cluster yet: the head's API would "
@@ -375,8 +394,9 @@ class _Planner(object):
         self.bind_address = loopback
         # A container listens on every address of its own network namespace; Docker publishes the port on loopback.
         self.serve_host = public if self.runtime == "compose" else loopback
-        self.reason("API bound to %s: the gateway (vllm_gateway) forwards only /v1 and /health to it%s" % (
-            loopback, " (compose publishes the container's port there)" if self.runtime == "compose" else ""))
+        self.reason("API bound to %s: the gateway (%s) forwards only /v1 and /health to it%s" % (
+            loopback, "vllm_gateway" if requested else "on by default: an API key is set and vllm_gateway is unset",
+            " (compose publishes the container's port there)" if self.runtime == "compose" else ""))
 
     # -- drafter -----------------------------------------------------------------------
 

@@ -55,6 +55,10 @@ HARNESS_VARS = {
     # Shorter answers for the benchmark job (its playbook's default is the notes' 1,024 tokens): the CPU stand-in's
     # standard run then takes seconds, not a minute, and still sends the same requests through the same module.
     "vllm_bench_output_tokens": 128,
+    # The documented bypass: the injected key would put the API gateway (nginx) in front by default, on this machine
+    # with no systemd, beside the serve lane's tests; the harness checks vLLM's own port. The gateway default is proven
+    # in tests/integration/test_gateway_routes.py.
+    "vllm_gateway": False,
 }
 # What the Swap model run changes besides the model: the context length, so
 # the swap has something to restart for even though the CPU stand-in has one model.

@@ -56,10 +56,10 @@ TEST_SECRET_ENV = ["HF_TOKEN"]
 TEST_SECRETS = {"vllm_hf_token": FAKE_HF_TOKEN}
 
 
-def stand_in_plan(port=TEST_PORT, max_num_seqs=None, gateway=None, gateway_port=None):
+def stand_in_plan(port=TEST_PORT, max_num_seqs=None, gateway=None, gateway_port=None, api_key=None):
     """The plan the planner writes for profile `cpu` (the local default's stand-ins) on `port` (behind the API
-    gateway when `gateway`, clients reaching it on `gateway_port`), with the test secrets above in secret_env. No
-    hand-written copy: argv, env and expected are the planner's."""
+    gateway when `gateway`, or by default when `api_key` is given; clients reaching it on `gateway_port`), with the
+    test secrets above in secret_env. No hand-written copy: argv, env and expected are the planner's."""
     sys.path.insert(0, str(REPO / ".collections"))
     from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog, planner  # noqa: PLC0415
 
@@ -70,6 +70,8 @@ def stand_in_plan(port=TEST_PORT, max_num_seqs=None, gateway=None, gateway_port=
         request["gateway"] = gateway
     if gateway_port is not None:
         request["gateway_port"] = gateway_port
+    if api_key is not None:
+        request["api_key"] = api_key
     plan = planner.plan(catalog.load_catalog(), request)
     plan["secret_env"] = list(TEST_SECRET_ENV)
     return plan

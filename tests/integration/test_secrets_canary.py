@@ -55,6 +55,10 @@ def canary_deploy(vllm_cpu_venv, tmp_path_factory):
         "vllm_port": PORT, "vllm_native_service_name": SERVICE, "vllm_native_pid_file": str(PID_FILE),
         "plan_dir": str(work / "plans"), "vllm_results_dir": str(work / "results"),
         "vllm_bench_output_tokens": 128,
+        # The documented bypass: this test is about where the secrets go, on this machine's own vLLM port. The gateway
+        # a key turns on by default is proven by test_gateway_routes.py (nginx in a systemd container; this machine
+        # runs no systemd, and the other lane's tests share its ports).
+        "vllm_gateway": False,
     }
     vault = CANARY.vault(work, tool("ansible-vault"))
     env = ansible_env(**CANARY.decoy_env(), ANSIBLE_DISPLAY_ARGS_TO_STDOUT="True",

@@ -1186,6 +1186,43 @@ def test_the_gateway_on_a_cluster_is_refused(catalog):
     assert make(catalog, **SPARK2, gateway=False)["bind_address"] == "0.0.0.0"
 
 
+KEY = "sk-gateway-default-0123"
+
+
+@pytest.mark.parametrize("runtime", ["native", "compose"])
+def test_a_key_puts_the_gateway_in_front_by_default(catalog, runtime):
+    """vllm_gateway unset and a key set: the gateway fronts a single node (vLLM's key guards only /v1), on either
+    runtime, and the plan says the default did it; clients reach the gateway's port."""
+    request = {"profile": "rtx_pro_6000", "runtime": runtime, "api_key": KEY}
+    for unset in ({}, {"gateway": ""}, {"gateway": None}):
+        plan = make(catalog, **request, **unset)
+        assert plan["gateway"] is True and plan["bind_address"] == "127.0.0.1", unset
+        assert plan["endpoint"]["via"] == "gateway" and plan["endpoint"]["port"] == catalog["defaults"]["gateway_port"]
+        assert any("on by default: an API key is set and vllm_gateway is unset" in r for r in plan["reasons"]), \
+            plan["reasons"]
+
+
+def test_without_a_key_the_default_is_no_gateway_and_the_plan_says_why(catalog):
+    plan = make(catalog, profile="rtx_pro_6000")
+    assert plan["gateway"] is False and plan["bind_address"] == "0.0.0.0" and plan["endpoint"]["via"] == "vllm"
+    assert any(r.startswith("no API gateway: no API key is set") for r in plan["reasons"]), plan["reasons"]
+
+
+def test_false_bypasses_the_gateway_despite_a_key_and_says_what_answers(catalog):
+    plan = make(catalog, profile="rtx_pro_6000", api_key=KEY, gateway=False)
+    assert plan["gateway"] is False and plan["bind_address"] == "0.0.0.0" and plan["endpoint"]["via"] == "vllm"
+    bypass = [r for r in plan["reasons"] if r.startswith("no API gateway: vllm_gateway=false (the bypass)")]
+    assert bypass and "/invocations" in bypass[0], plan["reasons"]
+
+
+def test_a_keyed_cluster_keeps_the_gateway_off_by_default_and_names_the_firewall(catalog):
+    """The default never refuses: a cluster with a key plans without the gateway (only true is refused there)."""
+    plan = make(catalog, **SPARK2, api_key=KEY)
+    assert plan["gateway"] is False and plan["bind_address"] == "0.0.0.0"
+    assert any("vllm_firewall=true and firewall_api_allow" in r for r in plan["reasons"] if r.startswith("no API gateway")), \
+        plan["reasons"]
+
+
 def test_the_plan_says_where_clients_reach_the_api(catalog):
     """plan.endpoint: vLLM's own port without the gateway; the gateway's (the catalog's 8080, or vllm_gateway_port),
     https when the gateway has a certificate. verify.yml, bench.yml and status.yml read it."""
