@@ -94,7 +94,7 @@ def takes_the_advertised_prefix():
     for line in slaac():
         ns(HOST, "ip", "-6", "addr", "del", line.split()[3], "dev", "fwh0")
     ns(CLIENT, sys.executable, "-c", ADVERTISE, "fwc0", SLAAC_PREFIX)
-    for _ in range(20):
+    for _attempt in range(20):
         found = slaac()
         if found:
             break
@@ -162,7 +162,7 @@ def test_published_port_is_filtered_by_the_allow_list(hosts):
     while not reaches(ALLOWED)[0] and time.monotonic() < deadline:
         time.sleep(0.5)
     before = {source: reaches(source) for source in (ALLOWED, REFUSED)}
-    assert all(ok for ok, _ in before.values()), "control: without the role both reach the published port: %s" % before
+    assert all(ok for ok, _answer in before.values()), "control: without the role both reach the published port: %s" % before
 
     first = apply_role(hosts, {"firewall_api_allow": [ALLOWED + "/32"]})
     second = apply_role(hosts, {"firewall_api_allow": [ALLOWED + "/32"]})
