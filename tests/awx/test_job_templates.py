@@ -198,9 +198,15 @@ def _plays(path, seen=None):
             yield path, play
 
 
+# Read-only reports, exempt with their reason: a report that stops at the first node it cannot reach hides what the
+# others say. cluster_status.yml changes nothing, and names such a node "not read" beside the others' lines (under mp
+# a worker's cut link leaves only the head's one-token probe to tell; docs/cluster.md).
+READ_ONLY_REPORTS = {"playbooks/cluster_status.yml"}
+
+
 def test_playbooks_treat_the_group_as_one_unit(templates):
     """A tensor-parallel group is one unit: every play that touches the hosts
-    (not the controller) stops everywhere as soon as one host fails."""
+    (not the controller) stops everywhere as soon as one host fails, except the read-only reports above."""
     offenders = []
     for template in templates.values():
         path = REPO / template["playbook"]
@@ -208,6 +214,9 @@ def test_playbooks_treat_the_group_as_one_unit(templates):
         for source, play in _plays(path):
             hosts = str(play.get("hosts", ""))
             if hosts in ("localhost", "127.0.0.1") or play.get("connection") == "local":
+                continue
+            if str(source.relative_to(REPO)) in READ_ONLY_REPORTS:
+                assert play.get("any_errors_fatal") is not True, "%s is listed as a read-only report" % source
                 continue
             if play.get("any_errors_fatal") is not True:
                 offenders.append("%s: play %r (hosts %s)" % (source.relative_to(REPO), play.get("name"), hosts))
