@@ -83,6 +83,9 @@ def cluster_request(task_vars, group="vllm_cluster"):
     def address(name):
         return _hostvar(hostvars, name, "vllm_cluster_link_ip") or _hostvar(hostvars, name, "ansible_host") or name
 
+    def client(name):
+        return _hostvar(hostvars, name, "ansible_host") or name
+
     def machine(name):
         if _hostvar(hostvars, name, "ansible_connection") == "local":
             return "the controller"
@@ -93,7 +96,8 @@ def cluster_request(task_vars, group="vllm_cluster"):
         "node_index": members.index(host),
         "head_address": address(head),
         "node_address": address(host),
-        "cluster_nodes": [{"host": name, "address": address(name), "machine": machine(name)} for name in members],
+        "cluster_nodes": [{"host": name, "address": address(name), "machine": machine(name), "client": client(name)}
+                          for name in members],
     }
 
 

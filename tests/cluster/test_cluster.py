@@ -35,6 +35,8 @@ import urllib.request
 
 import pytest
 import yaml
+from route_probe import mounted_routes, probe
+from route_probe import request as route_request
 
 from canary import Canary, command_lines, http_status, run_sampled
 from conftest import REPO, require, run, tool
@@ -564,20 +566,26 @@ def site_on_the_pair(executor, canary=None):
         site = subprocess.CompletedProcess(cmd, rc, stdout, stderr)
         canary.run = {"stdout": stdout, "stderr": stderr, "samples": samples}
     assert node_sh("sim-1", "systemctl is-active vllm-cluster.service").stdout.strip() == "active"
-    # The verify play ran on the head only, and its report is the single-node report.
-    verify = site.stdout[site.stdout.rindex("PLAY [Verify vLLM on single-node hosts and cluster heads]"):]
-    assert "ok: [sim-1]" in verify and "[sim-2]" not in verify.split("PLAY RECAP")[0], verify
-    # The Gemma 4 stand-in's checks through vLLM's gemma4 reasoning and tool-call parsers (docs/local-default.md).
-    assert re.search(r"smoke: (auth passed, )?chat passed, thinking passed \(output constrained\), tools passed \(output constrained\)",
-                     flat(verify)), verify
-    written = sorted(set(RESULTS.glob(STANDARD_REPORTS)) - before)
-    assert len(written) == 1, written
-    shutil.copy(written[0], RESULTS / ("%s-tp2-throughput.json" % executor))
-    extra = json.loads(written[0].read_text())["sparkfleet"]
-    assert extra["gate"]["gated"] and extra["gate"]["passed"], extra["gate"]
+    extra = verified_on_the_head(site.stdout, before, "%s-tp2-throughput.json" % executor)
     assert extra["baseline"]["calibrated"] and "TP=2 over the Docker bridge" in extra["baseline"]["catalog_source"]
     assert extra["single_stream_tok_s"] > 0 and extra["aggregate_8_tok_s"] > extra["single_stream_tok_s"]
     return extra
+
+
+def verified_on_the_head(stdout, before, name, auth="(auth passed, )?"):
+    """site.yml's verify play ran on the head (or the replicas' front) only, like a single node's: the Gemma 4 stand-in's
+    smoke checks passed through vLLM's gemma4 reasoning and tool-call parsers (docs/local-default.md), and it wrote
+    one standard throughput report, gated and passed (kept as results/<name>). Returns the report's sparkfleet block."""
+    verify = stdout[stdout.rindex("PLAY [Verify vLLM on single-node hosts and cluster heads]"):]
+    assert "ok: [sim-1]" in verify and "[sim-2]" not in verify.split("PLAY RECAP")[0], verify
+    assert re.search(r"smoke: %schat passed, thinking passed \(output constrained\), tools passed \(output constrained\)" % auth,
+                     flat(verify)), verify
+    written = sorted(set(RESULTS.glob(STANDARD_REPORTS)) - before)
+    assert len(written) == 1, written
+    shutil.copy(written[0], RESULTS / name)
+    report = json.loads(written[0].read_text())["sparkfleet"]
+    assert report["gate"]["gated"] and report["gate"]["passed"], report["gate"]
+    return report
 
 
 def assert_canary_clean(canary):
@@ -986,3 +994,137 @@ def test_mp_expert_parallel_across_four_containers(cluster):
     assert "throughput: single-stream" in verify, verify
     assert_experts_spread(NODES, 4, "")
     playbook("cluster_stop.yml", check=False)
+
+
+def replica_successes(node):
+    """Requests this replica's engine finished (vLLM's own counter, read directly at its link address)."""
+    status, text = route_request("http://%s:8000" % ADDR[node], "GET", "/metrics")
+    assert status == 200, (node, status, text[:300])
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("vllm:request_success_total{"))
+
+
+def gateway_completions(api_key, count, parallel=True):
+    """`count` 8-token completions through the front's gateway, at once or one after another: their HTTP statuses."""
+    statuses = []
+
+    def one():
+        statuses.append(route_request(FRONT_GATEWAY, "POST", "/v1/completions", key=api_key, body={
+            "model": SERVED_NAME, "prompt": "hello", "max_tokens": 8}, timeout=300)[0])
+    if not parallel:
+        for _attempt in range(count):
+            one()
+        return statuses
+    threads = [threading.Thread(target=one) for _attempt in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(330)
+    return statuses
+
+
+FRONT_GATEWAY = "http://%s:8080" % ADDR["sim-1"]
+
+
+def test_replicas_behind_the_gateway(cluster):
+    """vllm_topology=replicas on the pair: site.yml deploys each node as a single-node server bound to its link
+    address (serve.yml, the native runtime) and the gateway on the first node, which balances clients over both
+    (least connections, passive health checks); each replica is waited for at its own address, and the front is
+    verified through the gateway like a single node (wait, smoke with the vault's key, throughput gate).
+
+    Then, measured: the route probe through the gateway (routes read from a replica's /openapi.json: none but
+    /health answers without the key); concurrent requests reach both replicas (vLLM's own request counters); with
+    one replica's server SIGKILLed, every request through the gateway still answers 200 (the failed replica is
+    skipped); once it is back, both serve again; and a further cluster.yml changes nothing."""
+    playbook("cluster_stop.yml", check=False)
+    # The gateway role installs Debian's real nginx on the front from the host's mirror.
+    run([tool("ansible-playbook"), "-i", INVENTORY, *VAULT, str(REPO / "tests/cluster/prepare_apt.yml"),
+         "-e", "cluster_group=sim_pair"], timeout=600)
+    canary = Canary("replicas")
+    work = STATE / "canary-replicas"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    args = ["-e", "cluster_group=sim_pair", "-e", "vllm_topology=replicas", *canary.vault(work, tool("ansible-vault"))]
+    decoys = dict(os.environ, **canary.decoy_env())
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    before = set(RESULTS.glob(STANDARD_REPORTS))
+    started = time.time()
+    site = playbook("site.yml", *args, "-e", "vllm_results_dir=%s" % RESULTS, timeout=1500, check=False, env=decoys)
+    TIMINGS["site.yml (replicas)"] = [round(time.time() - started, 1)]
+    journal = "\n".join(node_sh(n, "journalctl -u vllm-serve.service -u nginx.service --no-pager -n 40", timeout=60).stdout
+                        for n in PAIR)
+    assert site.returncode == 0, "site.yml exited %d\n%s\n--- journals ---\n%s" % (site.returncode, site.stdout[-6000:], journal)
+    assert not canary.leaks(site.stdout + site.stderr), "secret in the playbook output"
+    for node in PAIR:
+        assert node_sh(node, "systemctl is-active vllm-serve.service").stdout.strip() == "active", node
+        assert node_sh(node, "systemctl is-active vllm-cluster.service").stdout.strip() != "active", node
+        plan = json.loads((STATE / "plans" / ("%s.json" % node)).read_text())
+        assert plan["replicas"]["count"] == 2 and plan["bind_address"] == ADDR[node] and plan["node_count"] == 1, plan
+        assert plan["endpoint"]["url"] == FRONT_GATEWAY, plan["endpoint"]
+    assert node_sh("sim-1", "systemctl is-active nginx.service").stdout.strip() == "active"
+    assert node_sh("sim-2", "systemctl is-active nginx.service").stdout.strip() != "active", "only the front runs the gateway"
+    verified_on_the_head(site.stdout, before, "replicas-throughput.json", auth="auth passed, ")
+
+    # The route probe: every route a replica mounts, through the gateway without the key.
+    routes = mounted_routes("http://%s:8000" % ADDR["sim-2"])
+    through = probe(FRONT_GATEWAY, routes, model=SERVED_NAME)
+    answered = sorted("%s %s" % r for r, status in through.items() if 200 <= status < 300)
+    assert answered == ["GET /health"], answered
+    assert all(status in (401, 404) for r, status in through.items() if r != ("GET", "/health")), through
+    row = {"routes": len(routes), "answered_without_key": answered,
+           "401": sum(1 for s in through.values() if s == 401), "404": sum(1 for s in through.values() if s == 404)}
+
+    # Least connections: eight requests at once reach both replicas.
+    counts = {n: replica_successes(n) for n in PAIR}
+    statuses = gateway_completions(canary.key, 8)
+    assert statuses == [200] * 8, statuses
+    served = {n: replica_successes(n) - counts[n] for n in PAIR}
+    assert all(v >= 1 for v in served.values()) and sum(served.values()) == 8, served
+    row["8 at once, per replica"] = served
+
+    # Passive health check: sim-2's server killed; the gateway skips it and every request still answers.
+    node_sh("sim-2", "systemctl kill -s SIGKILL vllm-serve.service")
+    killed = time.time()
+    statuses = gateway_completions(canary.key, 6, parallel=False)
+    assert statuses == [200] * 6, statuses
+    row["6 in a row with sim-2 killed"] = statuses.count(200)
+    # systemd's Restart= brings it back; once healthy, the gateway uses it again (after fail_timeout).
+    assert wait_for(lambda: http_status("http://%s:8000/health" % ADDR["sim-2"]) == 200, 600, interval=5) is not None, \
+        node_sh("sim-2", "journalctl -u vllm-serve.service --no-pager -n 60").stdout
+    row["sim-2 healthy again after (s)"] = round(time.time() - killed, 1)
+    time.sleep(11)
+    counts = {n: replica_successes(n) for n in PAIR}
+    assert gateway_completions(canary.key, 8) == [200] * 8
+    served = {n: replica_successes(n) - counts[n] for n in PAIR}
+    assert served["sim-2"] >= 1, served
+    row["8 at once after the restart, per replica"] = served
+
+    # The firewall (vllm_firewall=true), probed from a non-member on the link: only the front's gateway port answers;
+    # each replica's own port answers its peers (the front's gateway) and the controller, a listed extra peer.
+    firewall = ["-e", "vllm_firewall=true", "-e", json.dumps({"firewall_cluster_extra_peers": [CONTROLLER_ADDR]})]
+    start_outsider()
+    try:
+        open_ports = {n: listeners(n) for n in PAIR}
+        # Nothing but vLLM's API and the gateway off loopback: the plan's GLOO_SOCKET_IFNAME=lo keeps the worker's gloo
+        # listeners (15 a replica without it, measured) on loopback.
+        assert open_ports == {"sim-1": [8000, 8080], "sim-2": [8000]}, open_ports
+        targets = [[ADDR[n], p] for n in PAIR for p in open_ports[n]]
+        before = reachable_from_outsider(targets)
+        assert before[(ADDR["sim-2"], 8000)], "control: without the firewall the outsider reaches a replica's own vLLM"
+        pids = {n: unit_show(n, "vllm-serve.service", "MainPID")["MainPID"] for n in PAIR}
+        playbook("cluster.yml", *args, *firewall, env=decoys)
+        after = reachable_from_outsider(targets)
+        open_after = sorted("%s:%d" % k for k, ok in after.items() if ok)
+        row["exposure"] = {"probed": len(targets), "open_before": sum(before.values()), "open_after": open_after,
+                           "ports": open_ports}
+        assert open_after == ["%s:8080" % ADDR["sim-1"]], "reachable from a non-member: %s" % open_after
+        assert {n: unit_show(n, "vllm-serve.service", "MainPID")["MainPID"] for n in PAIR} == pids, "restarted"
+        assert gateway_completions(canary.key, 4) == [200] * 4, "the gateway reaches the replicas behind the firewall"
+        again = playbook("cluster.yml", *args, *firewall, env=decoys)
+        assert {h: r["changed"] for h, r in recap(again.stdout).items()} == {"sim-1": 0, "sim-2": 0}, again.stdout[-3000:]
+    finally:
+        TIMINGS["replicas behind the gateway"] = [row]
+        run(["docker", "rm", "-f", OUTSIDER], check=False)
+        for node in PAIR:
+            node_sh(node, "nft delete table inet sparkfleet 2>/dev/null; rm -f /etc/nftables.d/sparkfleet.nft; "
+                          "systemctl stop vllm-serve.service nginx.service", timeout=120)

@@ -24,7 +24,6 @@ real nginx is installed from the mirror. The container's sshd is masked before i
 would listen on the host's port 22), and a policy-rc.d keeps nginx's package from starting it before the role has
 rendered its configuration.
 """
-import http.client
 import json
 import os
 import pathlib
@@ -32,9 +31,9 @@ import re
 import subprocess
 import tempfile
 import time
-import urllib.parse
 
 import pytest
+from route_probe import PROBE_BODY, mounted_routes, probe, request
 
 from conftest import REPO, TEST_SECRET_ENV, TEST_SECRETS, ansible_env, ansible_playbook, native_vars, require, stand_in_plan, tool, wait_for_health
 
@@ -46,46 +45,6 @@ IMAGE = os.environ.get("SPARKFLEET_IMAGE", "sparkfleet/debian-systemd:bookworm")
 API_KEY = "sk-gateway-probe-%d" % os.getpid()
 STATE = REPO / "tests" / "output" / "gateway"
 GATEWAY_TAGS = "vllm_gateway_preflight,vllm_gateway_install,vllm_gateway_configure,vllm_gateway_run"
-# Mounted sub-applications and FastAPI's own pages: served, but outside the schema /openapi.json describes.
-OUTSIDE_THE_SCHEMA = [("GET", "/metrics"), ("GET", "/openapi.json"), ("GET", "/docs"), ("GET", "/redoc")]
-# One body for every POST: a chat request (what /invocations runs), with what /tokenize and /detokenize read too.
-PROBE_BODY = {"model": "tiny", "messages": [{"role": "user", "content": "Say hi"}], "prompt": "Say hi",
-              "tokens": [1, 2], "max_tokens": 2}
-
-
-def request(base, method, path, key=None, body=None, timeout=120):
-    """(status, body text) of one request; `base` is http://host:port."""
-    url = urllib.parse.urlsplit(base)
-    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
-    headers = {"Content-Type": "application/json"}
-    if key:
-        headers["Authorization"] = "Bearer " + key
-    data = json.dumps(body).encode() if body is not None else None
-    try:
-        connection.request(method, path, body=data, headers=headers)
-        response = connection.getresponse()
-        return response.status, response.read().decode(errors="replace")
-    finally:
-        connection.close()
-
-
-def mounted_routes(base):
-    """Every (method, path) the running server documents in its /openapi.json, plus what it serves outside it."""
-    status, text = request(base, "GET", "/openapi.json")
-    assert status == 200, "GET /openapi.json on vLLM answered %d: %s" % (status, text[:500])
-    routes = [(method.upper(), path) for path, item in json.loads(text)["paths"].items() for method in item
-              if method.upper() in ("GET", "POST", "PUT", "PATCH", "DELETE")]
-    return sorted(set(routes + OUTSIDE_THE_SCHEMA), key=lambda r: (r[1], r[0]))
-
-
-def probe(base, routes):
-    """Each route requested without the key: {(method, path): status}."""
-    found = {}
-    for method, path in routes:
-        concrete = re.sub(r"\{[^}]+\}", "probe", path)
-        body = PROBE_BODY if method in ("POST", "PUT", "PATCH") else None
-        found[(method, path)] = request(base, method, concrete, body=body)[0]
-    return found
 
 
 def listening_addresses(port):

@@ -28,8 +28,14 @@ SHARED_GROUP = yaml.safe_load((REPO / "playbooks/vars/cluster_group.yml").read_t
 SHARED_EXPR = SHARED_GROUP.strip("{} ")
 
 
+# A play of cluster.yml narrowed to the group's hosts of one planned topology: the group the plan play sorts them into
+# (group_by: sparkfleet_tensor_parallel or sparkfleet_replicas), intersected with the overridable target.
+TOPOLOGY_GROUP = re.compile(r"(\[0\])?:&sparkfleet_(tensor_parallel|replicas)$")
+
+
 def default_target(hosts):
     """(override variable, default pattern) of a play's hosts, or None when it has no overridable default."""
+    hosts = TOPOLOGY_GROUP.sub("", hosts)
     hosts = re.sub(r"^\{\{\s*__cluster_group\s*\}\}", "{{ %s }}" % SHARED_EXPR, hosts)
     hosts = hosts.replace("__cluster_group", "(%s)" % SHARED_EXPR)
     union = UNION.match(hosts)

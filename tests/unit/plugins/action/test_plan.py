@@ -42,7 +42,8 @@ def test_cluster_request_for_a_worker():
     request = plan_action.cluster_request(_cluster_vars("spark-02", 4))
     nodes = request.pop("cluster_nodes")
     assert request == {"node_count": 4, "node_index": 1, "head_address": "192.0.2.101", "node_address": "192.0.2.102"}
-    assert nodes[1] == {"host": "spark-02", "address": "192.0.2.102", "machine": "192.0.2.12"} and len(nodes) == 4
+    assert nodes[1] == {"host": "spark-02", "address": "192.0.2.102", "machine": "192.0.2.12", "client": "192.0.2.12"}
+    assert len(nodes) == 4
 
 
 def test_cluster_nodes_on_the_controller_are_one_machine():

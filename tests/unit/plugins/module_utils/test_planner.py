@@ -527,7 +527,7 @@ def test_cpu_stand_in(catalog):
     assert flag(plan["argv"], "--gpu-memory-utilization") == "0.2" and flag(plan["argv"], "--max-model-len") == "4096"
     assert "--kv-cache-dtype" not in plan["argv"] and "--reasoning-parser" not in plan["argv"]
     assert "--limit-mm-per-prompt" not in plan["argv"]
-    assert plan["env"] == {"HF_HUB_OFFLINE": "1"} and plan["secret_env"] == []
+    assert plan["env"] == {"HF_HUB_OFFLINE": "1", "GLOO_SOCKET_IFNAME": "lo"} and plan["secret_env"] == []
     assert plan["runtime"] == "native" and plan["release"] == "cpu-0.32.0" and plan["image"] is None
     # No fixed figure for a CPU: the throughput module calibrates on the serving machine.
     assert plan["expected"]["calibrate"] is True and plan["expected"]["single_stream_tok_s"] is None
@@ -575,7 +575,8 @@ def test_a_gemma4_stand_in_is_planned_with_the_real_models_flags(catalog, stand_
         assert difference["why"], difference
         assert any(r.startswith("stand-in for %s, %s: " % (real, difference["flag"])) for r in plan["reasons"]), difference
     assert not any("does not explain" in w for w in plan["warnings"]), plan["warnings"]
-    assert plan["stand_in"] is True and plan["runtime"] == "native" and plan["env"] == {"HF_HUB_OFFLINE": "1"}
+    assert plan["stand_in"] is True and plan["runtime"] == "native"
+    assert plan["env"] == {"HF_HUB_OFFLINE": "1", "GLOO_SOCKET_IFNAME": "lo"}
     assert plan["expected"]["calibrate"] is True
 
 
@@ -599,7 +600,7 @@ def test_the_moe_stand_in_plans_mtp_with_its_generated_assistant(catalog):
     assert drafter["generate"]["target"] == plan["model"]["generate"] and drafter["generate"]["target"]["hidden"] == 256
     assert "size_gib" not in drafter and plan["disk"]["weights_gib"] == 0
     # The CPU build runs it under its own (V1) model runner, offline like the stand-in; calibrated like every cpu row.
-    assert plan["env"] == {"HF_HUB_OFFLINE": "1"} and plan["secret_env"] == []
+    assert plan["env"] == {"HF_HUB_OFFLINE": "1", "GLOO_SOCKET_IFNAME": "lo"} and plan["secret_env"] == []
     assert plan["expected"]["calibrate"] is True and plan["expected"]["single_stream_tok_s"] is None
     assert not [w for w in plan["warnings"] if "baseline" in w], plan["warnings"]
 
@@ -1275,3 +1276,67 @@ def test_a_stand_in_cluster_is_compared_with_the_real_cluster(nodes, executor):
     assert not [w for w in plan["warnings"] if "vllm_executor" in w], plan["warnings"]
     assert "--enable-expert-parallel" in plan["argv"] and "--enable-expert-parallel" in plan["stand_in_for"]["argv"]
     assert {d["flag"] for d in plan["stand_in_for"]["differences"]} == CPU_FORCED | GAPS["tiny-26b-a4b"]
+
+
+# --- vllm_topology=replicas: each host of the group serves alone, the front's gateway balances ------------------------
+
+REPLICA_NODES = [{"host": "spark-%d" % (i + 1), "address": "10.0.0.%d" % (i + 1), "machine": "192.0.2.%d" % (11 + i),
+                  "client": "192.0.2.%d" % (11 + i)} for i in range(4)]
+
+
+def replica(catalog, index, count=4, **request):
+    base = {"profile": "dgx_spark", "node_count": count, "node_index": index, "head_address": "10.0.0.1",
+            "node_address": "10.0.0.%d" % (index + 1), "cluster_nodes": REPLICA_NODES[:count], "topology": "replicas",
+            "client_address": "192.0.2.%d" % (11 + index), "host": "spark-%d" % (index + 1)}
+    base.update(request)
+    return make(catalog, **base)
+
+
+@pytest.mark.parametrize("index", [0, 1, 3])
+def test_replicas_are_single_node_plans_bound_to_their_link_address(catalog, index):
+    """Each replica gets the one-Spark plan (no tensor parallelism, no cluster env), listens on its own link address,
+    and sends clients to the front's gateway; only the front runs the gateway."""
+    plan = replica(catalog, index, api_key=KEY, runtime="native")
+    single = make(catalog, profile="dgx_spark", api_key=KEY, gateway=False, runtime="native")
+    assert plan["node_count"] == 1 and plan["node_role"] == "single" and plan["executor"] is None
+    assert "--tensor-parallel-size" not in plan["argv"] and "--enable-expert-parallel" not in plan["argv"]
+    assert flag(plan["argv"], "--host") == "10.0.0.%d" % (index + 1) == plan["bind_address"]
+    assert plan["gateway"] is (index == 0)
+    assert plan["endpoint"] == {"via": "gateway", "scheme": "http", "port": catalog["defaults"]["gateway_port"],
+                                "url": "http://192.0.2.11:%d" % catalog["defaults"]["gateway_port"]}
+    assert plan["expected"] == single["expected"], "a replica is gated like one Spark"
+    assert plan["env"]["GLOO_SOCKET_IFNAME"] == "lo" and "VLLM_HOST_IP" not in plan["env"], "one node's ranks stay on loopback"
+    assert plan["replicas"]["index"] == index and plan["replicas"]["count"] == 4 and plan["replicas"]["front"] == "spark-1"
+    assert plan["replicas"]["upstreams"] == [{"host": "spark-%d" % (i + 1), "address": "10.0.0.%d" % (i + 1),
+                                              "port": catalog["defaults"]["port"]} for i in range(4)]
+    assert any(r.startswith("vllm_topology=replicas: replica %d of 4" % (index + 1)) for r in plan["reasons"]), plan["reasons"]
+
+
+def test_a_replica_under_compose_listens_inside_its_container_and_publishes_on_its_link_address(catalog):
+    plan = replica(catalog, 1, count=2, runtime="compose")
+    assert flag(plan["argv"], "--host") == "0.0.0.0" and plan["bind_address"] == "10.0.0.2"
+
+
+def test_replicas_refuse_the_gateway_bypass(catalog):
+    with pytest.raises(planner.PlanError) as err:
+        replica(catalog, 1, gateway=False)
+    assert err.value.rule == "replicas-gateway" and err.value.variable == "vllm_gateway"
+    assert "vllm_gateway=false leaves nothing in front of the replicas; unset vllm_gateway" in str(err.value)
+
+
+def test_replicas_refuse_a_lone_host_and_shared_addresses(catalog):
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, profile="cpu", topology="replicas", host="box")
+    assert err.value.rule == "replicas" and err.value.variable == "vllm_topology"
+    assert "box is in none with others (1 host(s)); list the replicas in the vllm_cluster group" in str(err.value)
+    shared = [dict(n, address="10.0.0.1") for n in REPLICA_NODES[:2]]
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, profile="dgx_spark", node_count=2, node_index=1, cluster_nodes=shared, topology="replicas")
+    assert err.value.rule == "replicas-addresses" and err.value.variable == "vllm_cluster_link_ip"
+    assert "10.0.0.1 is shared by spark-1, spark-2" in str(err.value)
+
+
+def test_a_topology_that_is_not_a_choice_is_refused(catalog):
+    with pytest.raises(planner.PlanError) as err:
+        replica(catalog, 0, topology="mirror")
+    assert err.value.variable == "vllm_topology" and "mirror" in str(err.value)
