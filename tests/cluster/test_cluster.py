@@ -981,10 +981,17 @@ def test_mp_expert_parallel_across_four_containers(cluster):
     """The 26B-A4B stand-in across all four nodes under mp, as on a four-Spark cluster: tensor parallel over four
     ranks with expert parallelism (2 of the 8 experts a rank), site.yml end to end, verified on the head like a
     single node, and the head serving the whole model (assert_experts_spread). The CPU build's MoE kernel needs the
-    stand-in patch 4 of tests/cluster/ray_cpu_standin for this (it ignores the expert map: a segfault without it)."""
+    stand-in patch 4 of tests/cluster/ray_cpu_standin for this (it ignores the expert map: a segfault without it).
+
+    With vllm_gateway=true, the API gateway on the head: vLLM binds the head's link address, nginx on the head is the
+    cluster's endpoint (the verify goes through it), and the route probe through it finds nothing outside /v1/ and
+    /health (vLLM's own port, the control, runs a model on /invocations)."""
     playbook("cluster_stop.yml", check=False)
+    # The gateway role installs Debian's real nginx on the head from the host's mirror.
+    run([tool("ansible-playbook"), "-i", INVENTORY, *VAULT, str(REPO / "tests/cluster/prepare_apt.yml")], timeout=600)
+    logged = int(node_sh("sim-1", "cat /var/log/nginx/access.log 2>/dev/null | wc -l").stdout.strip() or 0)
     deploy_began = time.time()
-    site = playbook("site.yml", "-e", "vllm_executor=mp", "-e", "cluster_wait_timeout=600",
+    site = playbook("site.yml", "-e", "vllm_executor=mp", "-e", "cluster_wait_timeout=600", "-e", "vllm_gateway=true",
                     "-e", "vllm_results_dir=%s" % RESULTS, timeout=1500, check=False)
     assert site.returncode == 0, "site.yml exited %d\n%s\n--- the units' journal on the pair ---\n%s" % (
         site.returncode, site.stdout[-6000:], units_journal(since=deploy_began))
@@ -993,6 +1000,24 @@ def test_mp_expert_parallel_across_four_containers(cluster):
                      flat(verify)), verify
     assert "throughput: single-stream" in verify, verify
     assert_experts_spread(NODES, 4, "")
+    plans = {n: json.loads((STATE / "plans" / ("%s.json" % n)).read_text()) for n in NODES}
+    assert plans["sim-1"]["gateway"] and plans["sim-1"]["bind_address"] == ADDR["sim-1"], plans["sim-1"]["reasons"]
+    assert plans["sim-1"]["endpoint"]["url"] == "http://%s:8080" % ADDR["sim-1"]
+    # The verify's smoke checks and throughput runs went through nginx on the head.
+    through_nginx = node_sh("sim-1", "tail -n +%d /var/log/nginx/access.log | grep -c 'POST /v1/chat/completions'"
+                            % (logged + 1)).stdout.strip()
+    assert int(through_nginx or 0) > 0, "the verify did not reach vLLM through the head's gateway"
+    assert not any(plans[n]["gateway"] for n in NODES[1:])
+    routes = mounted_routes(HEAD_API)
+    through = probe("http://%s:8080" % ADDR["sim-1"], routes, model=SERVED_NAME)
+    outside = {"%s %s" % r: status for r, status in through.items() if not r[1].startswith("/v1/") and r[1] != "/health"}
+    assert outside and set(outside.values()) == {404}, outside
+    assert through[("GET", "/health")] == 200
+    assert probe(HEAD_API, [("POST", "/invocations")], model=SERVED_NAME)[("POST", "/invocations")] == 200, \
+        "control: the head's own port runs the model on /invocations"
+    TIMINGS["route probe through the head's gateway"] = [{"routes": len(routes), "404": len(outside),
+                                                          "answered": sorted("%s %s" % r for r, st in through.items()
+                                                                             if 200 <= st < 300)}]
     playbook("cluster_stop.yml", check=False)
 
 

@@ -1178,12 +1178,18 @@ def test_a_gateway_value_that_is_not_a_bool_is_refused(catalog, value):
     assert "vllm_gateway must be true or false, got %r; set vllm_gateway=true or vllm_gateway=false" % value in str(err.value)
 
 
-def test_the_gateway_on_a_cluster_is_refused(catalog):
-    with pytest.raises(planner.PlanError) as err:
-        make(catalog, **SPARK2, gateway=True)
-    text = str(err.value)
-    assert err.value.rule == "gateway-cluster" and err.value.variable == "vllm_gateway" and err.value.value is True
-    assert "vllm_gateway=true is not available on a 2-node cluster yet" in text and "set vllm_gateway=false" in text
+def test_the_gateway_on_a_cluster_fronts_the_head_bound_to_its_link_address(catalog):
+    """vllm_gateway=true on a cluster: the head's API binds its link address and the head runs the gateway, which is
+    the cluster's endpoint; a worker (no API) runs none. false keeps every address."""
+    head = make(catalog, **SPARK2, gateway=True, runtime="native", client_address="192.0.2.11")
+    assert head["gateway"] is True and head["bind_address"] == "192.0.2.101" == flag(head["argv"], "--host")
+    assert head["endpoint"] == {"via": "gateway", "scheme": "http", "port": catalog["defaults"]["gateway_port"],
+                                "url": "http://192.0.2.11:%d" % catalog["defaults"]["gateway_port"]}
+    assert any(r.startswith("API bound to 192.0.2.101 (the head's link address)") for r in head["reasons"]), head["reasons"]
+    worker_request = {"profile": "dgx_spark", "node_count": 2, "node_index": 1, "head_address": "192.0.2.101",
+                      "node_address": "192.0.2.102", "gateway": True, "executor": "mp"}
+    worker = make(catalog, **worker_request)
+    assert worker["gateway"] is False and any("no API gateway on a worker" in r for r in worker["reasons"])
     assert make(catalog, **SPARK2, gateway=False)["bind_address"] == "0.0.0.0"
 
 
@@ -1220,7 +1226,8 @@ def test_a_keyed_cluster_keeps_the_gateway_off_by_default_and_names_the_firewall
     """The default never refuses: a cluster with a key plans without the gateway (only true is refused there)."""
     plan = make(catalog, **SPARK2, api_key=KEY)
     assert plan["gateway"] is False and plan["bind_address"] == "0.0.0.0"
-    assert any("vllm_firewall=true and firewall_api_allow" in r for r in plan["reasons"] if r.startswith("no API gateway")), \
+    assert any("vllm_gateway=true" in r and "vllm_firewall=true and firewall_api_allow" in r
+               for r in plan["reasons"] if r.startswith("no API gateway")), \
         plan["reasons"]
 
 
