@@ -71,6 +71,12 @@ def _hostvar(hostvars, host, name):
     return None if value in (None, "") else value
 
 
+def _client_address(hostvars, name):
+    """Where clients (verify.yml, bench.yml, status.yml, a replica's gateway) reach a host: its management address,
+    as Ansible does."""
+    return _hostvar(hostvars, name, "ansible_host") or name
+
+
 def cluster_request(task_vars, group="vllm_cluster"):
     """Node count, index and addresses of this host from its inventory group (pure; unit-tested)."""
     host = task_vars.get("inventory_hostname")
@@ -83,20 +89,17 @@ def cluster_request(task_vars, group="vllm_cluster"):
     def address(name):
         return _hostvar(hostvars, name, "vllm_cluster_link_ip") or _hostvar(hostvars, name, "ansible_host") or name
 
-    def client(name):
-        return _hostvar(hostvars, name, "ansible_host") or name
-
     def machine(name):
         if _hostvar(hostvars, name, "ansible_connection") == "local":
             return "the controller"
-        return _hostvar(hostvars, name, "ansible_host") or name
+        return _client_address(hostvars, name)
 
     return {
         "node_count": len(members),
         "node_index": members.index(host),
         "head_address": address(head),
         "node_address": address(host),
-        "cluster_nodes": [{"host": name, "address": address(name), "machine": machine(name), "client": client(name)}
+        "cluster_nodes": [{"host": name, "address": address(name), "machine": machine(name), "client": _client_address(hostvars, name)}
                           for name in members],
     }
 
@@ -106,9 +109,7 @@ def group_request(task_vars, group="vllm_cluster"):
     host = task_vars.get("inventory_hostname")
     groups = task_vars.get("groups") or {}
     listed = [name for name in (planner.SINGLE_GROUP, group) if host in (groups.get(name) or [])]
-    # Where clients (and verify.yml, bench.yml, status.yml) reach this host: its management address, as Ansible does.
-    address = _hostvar(task_vars.get("hostvars") or {}, host, "ansible_host") or host
-    return {"host": host, "host_groups": listed, "client_address": address}
+    return {"host": host, "host_groups": listed, "client_address": _client_address(task_vars.get("hostvars") or {}, host)}
 
 
 def _as_bool(value):

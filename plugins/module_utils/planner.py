@@ -269,7 +269,7 @@ class _Planner(object):
         if self.node_index >= self.node_count:
             _refuse("cluster", "node index %d is outside a %d-node cluster; the vllm_cluster group must list every node" % (
                 self.node_index, self.node_count), "vllm_cluster")
-        self.replicas = None
+        self.replicas, self.replica_nodes = None, []
         if _as_choice(self.request, "topology", TOPOLOGIES) == "replicas":
             self.resolve_replicas()
         self.cluster = self.node_count > 1
@@ -326,11 +326,10 @@ class _Planner(object):
             "index": index,
             "count": count,
             "front": str(front.get("host")),
-            "front_address": str(front.get("client") or front.get("machine") or front.get("host")),
+            "front_address": str(front.get("client")),
             "address": addresses[index],
-            # Completed with vLLM's port once it is resolved (build).
-            "upstreams": [{"host": str(n.get("host")), "address": a} for n, a in zip(nodes, addresses)],
         }
+        self.replica_nodes = [(str(n.get("host")), a) for n, a in zip(nodes, addresses)]
         self.reason("vllm_topology=replicas: replica %d of %d serves the model alone on %s; the gateway on %s balances "
                     "clients over every replica (least connections)" % (index + 1, count, addresses[index], front.get("host")))
         self.node_count, self.node_index = 1, 0
@@ -837,9 +836,6 @@ class _Planner(object):
         else:
             self.single_node_env()
         plan_guards.apply_user_env(self)
-        if self.replicas is not None:
-            for upstream in self.replicas["upstreams"]:
-                upstream["port"] = self.port
         expected = self.expected()
         ceiling = topology.decode_ceiling(self.catalog, self.profile_name, self.model_name, self.node_count)
         advice = topology.topology_advice(self.catalog, self.profile_name, self.model_name, self.drafter,
@@ -879,7 +875,8 @@ class _Planner(object):
             "port": self.port,
             "bind_address": self.bind_address,
             "gateway": self.gateway,
-            "replicas": self.replicas,
+            "replicas": None if self.replicas is None else dict(self.replicas, upstreams=[
+                {"host": host, "address": address, "port": self.port} for host, address in self.replica_nodes]),
             "endpoint": self.client_endpoint,
             "served_name": self.served_name,
             "runtime": self.runtime,
