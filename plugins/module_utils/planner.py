@@ -405,9 +405,9 @@ class _Planner(object):
         """Where the API listens on the host: every address (the catalog's defaults.host), or loopback only when the
         gateway (roles/vllm_gateway) fronts it, so that no route outside /v1 and /health is reachable from elsewhere.
 
-        vllm_gateway unset: the gateway fronts a single node that has an API key (vLLM's key guards only /v1, and a
-        key says the operator wants the API guarded) and nothing else. A cluster keeps it off unless vllm_gateway=true,
-        which binds the head's API to its link address (bind_head); replicas always have it (bind_replica)."""
+        vllm_gateway unset: the gateway fronts a single node or a cluster's head that has an API key (vLLM's key guards
+        only /v1, and a key says the operator wants the API guarded) and nothing else; on a cluster the head's API then
+        binds its link address (bind_head). Replicas always have it (bind_replica)."""
         public = str(self.catalog["defaults"]["host"])
         requested = _as_bool(self.request, "gateway")
         keyed = not _unset(self.request.get("api_key"))
@@ -416,12 +416,8 @@ class _Planner(object):
             self.bind_replica(requested, public)
             return
         if requested is None:
-            self.gateway = keyed and not self.cluster
-            if keyed and self.cluster:
-                self.reason("no API gateway: vllm_gateway is unset, and a %d-node cluster's head gets one only with "
-                            "vllm_gateway=true (its API then binds the link address); else limit its API port with "
-                            "vllm_firewall=true and firewall_api_allow" % self.node_count)
-            elif not keyed:
+            self.gateway = keyed
+            if not keyed:
                 self.reason("no API gateway: no API key is set (vllm_gateway unset), so every route of vLLM answers "
                             "on %s; set vllm_api_key to guard /v1 and put the gateway in front" % public)
         else:
@@ -432,7 +428,7 @@ class _Planner(object):
                             "/tokenize, ... without the key on %s" % public)
             return
         if self.cluster:
-            self.bind_head()
+            self.bind_head(requested)
             return
         loopback = str(self.catalog["defaults"]["gateway_host"])
         self.bind_address = loopback
@@ -442,17 +438,19 @@ class _Planner(object):
             loopback, "vllm_gateway" if requested else "on by default: an API key is set and vllm_gateway is unset",
             " (compose publishes the container's port there)" if self.runtime == "compose" else ""))
 
-    def bind_head(self):
-        """vllm_gateway=true on a cluster: the head's API binds its link address (the ranks and the gateway on the head
-        reach it there, nothing on the management network does); nginx on the head is the only way in. A worker has no
-        API: only the head runs the gateway."""
+    def bind_head(self, requested):
+        """The gateway on a cluster (an API key with vllm_gateway unset, or vllm_gateway=true): the head's API binds its
+        link address (the ranks and the gateway on the head reach it there, nothing on the management network does);
+        nginx on the head is the only way in. A worker has no API: only the head runs the gateway."""
         if self.node_role != "head":
             self.gateway = False
             self.reason("no API gateway on a worker: the head's gateway fronts the cluster's one API")
             return
         self.bind_address = self.serve_host = self.node_address or self.head_address
-        self.reason("API bound to %s (the head's link address): the gateway on this host forwards only /v1 and /health "
-                    "to it" % self.bind_address)
+        self.reason("API bound to %s (the head's link address): the gateway on this host (%s) forwards only /v1 and "
+                    "/health to it; vllm_gateway=false is the bypass" % (
+                        self.bind_address, "vllm_gateway" if requested else
+                        "on by default: an API key is set and vllm_gateway is unset"))
 
     def bind_replica(self, requested, public):
         """A replica listens on its link address, where the front's gateway reaches it; only the front runs the gateway."""

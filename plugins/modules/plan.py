@@ -189,9 +189,10 @@ options:
       - The API gateway (role C(sparkfleet.vllm.vllm_gateway)) fronts the server, so the plan binds the API to the
         catalog's C(defaults.gateway_host) (127.0.0.1) and reports it as RV(plan.bind_address). Under compose vLLM keeps
         C(--host 0.0.0.0) inside its container and the port is published on that address.
-      - On a cluster (true only; omitted keeps it off there) the head's API binds its link address (O(node_address))
-        and the head runs the gateway; a worker runs none. With O(topology=replicas) the group's first host runs it
-        (omitted or true); false is refused there, since the gateway is what balances over the replicas.
+      - Omitted, it is on when O(api_key) is set. On a cluster the head's API then binds its link address
+        (O(node_address)) and the head runs the gateway; a worker runs none. With O(topology=replicas) the group's
+        first host runs it (omitted or true); false is refused there, since the gateway is what balances over the
+        replicas.
     type: bool
     default: false
   gateway_port:

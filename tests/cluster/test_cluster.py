@@ -602,7 +602,7 @@ def assert_canary_clean(canary):
         secret = "/etc/vllm-cluster/secret.env"
         assert node_sh(node, "stat -c '%a %U' " + secret).stdout.strip() == "600 root", node
         assert canary.key_mark in node_sh(node, "cat " + secret).stdout, "%s: the vault's key is not in %s" % (node, secret)
-        others = node_sh(node, "find /etc/vllm-cluster /etc/systemd/system -type f ! -path %s -print0 "
+        others = node_sh(node, "find /etc/vllm-cluster /etc/systemd/system /etc/nginx -type f ! -path %s -print0 "
                                "| xargs -0 grep -l -F -e %s -e %s -e %s -e %s" % (
                                    secret, canary.key_mark, canary.hf_mark, canary.key_decoy, canary.hf_decoy))
         assert others.stdout.strip() == "", "%s: planted value in %s" % (node, others.stdout)
@@ -626,8 +626,13 @@ def test_mp_tensor_parallel_across_two_containers(cluster):
     as such in tests/cluster/sim_catalog.py). The deploy is also the cluster's secrets canary: key and token
     from a vault only, decoys in the controller's environment (assert_canary_clean)."""
     canary = Canary("cluster")
+    # A key and vllm_gateway unset: the gateway role installs Debian's real nginx on the head from the host's mirror.
+    run([tool("ansible-playbook"), "-i", INVENTORY, *VAULT, str(REPO / "tests/cluster/prepare_apt.yml"),
+         "-e", "cluster_group=sim_pair"], timeout=600)
+    logged = nginx_log_length("sim-1")
     site_on_the_pair("mp", canary)
     assert_canary_clean(canary)
+    assert_gateway_by_default_on_the_head(canary, logged)
     assert_experts_spread(PAIR, 2, canary.key)
     for node, rank_flag in (("sim-1", "--node-rank 0"), ("sim-2", "--headless")):
         cmdline = node_sh(node, "systemctl show -p ExecStart vllm-cluster.service").stdout
@@ -655,6 +660,50 @@ def test_mp_tensor_parallel_across_two_containers(cluster):
 # The mp pair as test_mp_tensor_parallel_across_two_containers left it serving: its canary holds the key.
 PAIR_DEPLOY = {}
 HEAD_API = "http://%s:8000" % ADDR["sim-1"]
+FRONT_GATEWAY = "http://%s:8080" % ADDR["sim-1"]
+
+
+def nginx_log_length(node):
+    """Lines in nginx's access log on ``node`` (0 before nginx is installed): requests after it are counted from here."""
+    return int(node_sh(node, "cat /var/log/nginx/access.log 2>/dev/null | wc -l").stdout.strip() or 0)
+
+
+def requests_through_nginx(node, logged, request="POST /v1/chat/completions"):
+    """How many ``request`` lines nginx on ``node`` logged after line ``logged``."""
+    return int(node_sh(node, "tail -n +%d /var/log/nginx/access.log | grep -c '%s'" % (logged + 1, request))
+               .stdout.strip() or 0)
+
+
+def keyed_route_row(gateway, routes):
+    """The route probe through a gateway in front of a keyed vLLM: every route ``routes`` lists, requested without the
+    key. Nothing but /health may answer; the rest refuse (401, vLLM's key on /v1) or are not forwarded (404)."""
+    through = probe(gateway, routes, model=SERVED_NAME)
+    answered = sorted("%s %s" % r for r, status in through.items() if 200 <= status < 300)
+    assert answered == ["GET /health"], answered
+    assert all(status in (401, 404) for r, status in through.items() if r != ("GET", "/health")), through
+    return {"routes": len(routes), "answered_without_key": answered,
+            "401": sum(1 for st in through.values() if st == 401), "404": sum(1 for st in through.values() if st == 404)}
+
+
+def assert_gateway_by_default_on_the_head(canary, logged):
+    """A keyed cluster with vllm_gateway unset, as an operator deploys it: the head's plan puts the gateway in front
+    (the default, said in its reasons), vLLM binds the head's link address, nginx on the head is the endpoint the
+    verify went through, the worker runs none, and the route probe through nginx finds no route that runs the model
+    without the key. The control: vLLM's own port (on the link) still runs it on /invocations."""
+    plans = {n: json.loads((STATE / "plans" / ("%s.json" % n)).read_text()) for n in PAIR}
+    head = plans["sim-1"]
+    assert head["gateway"] and head["bind_address"] == ADDR["sim-1"], head["reasons"]
+    assert head["endpoint"]["url"] == FRONT_GATEWAY, head["endpoint"]
+    assert any("on by default: an API key is set and vllm_gateway is unset" in r for r in head["reasons"]), head["reasons"]
+    assert not plans["sim-2"]["gateway"]
+    assert node_sh("sim-1", "systemctl is-active nginx.service").stdout.strip() == "active"
+    assert node_sh("sim-2", "systemctl is-active nginx.service").stdout.strip() != "active", "the worker runs no gateway"
+    assert requests_through_nginx("sim-1", logged) > 0, "the verify did not reach vLLM through the head's gateway"
+    routes = mounted_routes(HEAD_API)
+    row = keyed_route_row(FRONT_GATEWAY, routes)
+    invocations = probe(HEAD_API, [("POST", "/invocations")], model=SERVED_NAME)[("POST", "/invocations")]
+    assert invocations == 200, "control: the head's own port runs the model on /invocations without the key"
+    TIMINGS["route probe through the keyed head's gateway (default)"] = [dict(row, invocations_on_vllm_port=invocations)]
 
 
 def completion_status(api_key, timeout=60):
@@ -794,7 +843,9 @@ def test_mp_exposure_while_serving(cluster):
         open_ports = {node: listeners(node) for node in PAIR}
         assert api in open_ports["sim-1"], open_ports
         # Listeners outside the pinned list: the ones vLLM cannot be told (restricted by peer address instead).
-        unpinned = {n: [p for p in ports if p != api and not any(lo <= p <= hi for lo, hi in allowed)]
+        # The head's gateway (a key is set, so it fronts the head by default) listens beside vLLM's API.
+        assert 8080 in open_ports["sim-1"] and 8080 not in open_ports["sim-2"], open_ports
+        unpinned = {n: [p for p in ports if p not in (api, 8080) and not any(lo <= p <= hi for lo, hi in allowed)]
                     for n, ports in open_ports.items()}
         targets = [[ADDR[n], p] for n in PAIR for p in open_ports[n]]
         before = reachable_from_outsider(targets)
@@ -806,6 +857,13 @@ def test_mp_exposure_while_serving(cluster):
                       "-e", "vllm_firewall=true", "-e", json.dumps({"firewall_cluster_extra_peers": [CONTROLLER_ADDR]}),
                       timeout=900)
         assert "sparkfleet.vllm.firewall" in fw.stdout and "runs with vllm_firewall off" not in fw.stdout
+        # Behind its gateway the head's own vLLM port is peer-only (the gateway on the head is all that needs it, and
+        # on Sparks it stays off the management network even where the kernel would route to the link address).
+        peer_only = {n: re.search(r"tcp dport \{ ([^}]*) \} ip saddr @cluster_peers_v4 accept",
+                                  node_sh(n, "cat /etc/nftables.d/sparkfleet.nft").stdout) for n in PAIR}
+        assert all(peer_only.values()), peer_only
+        assert str(api) in peer_only["sim-1"].group(1).split(", "), peer_only["sim-1"].group(0)
+        assert str(api) not in peer_only["sim-2"].group(1).split(", "), peer_only["sim-2"].group(0)
         after = reachable_from_outsider(targets)
         open_after = sorted("%s:%d" % k for k, ok in after.items() if ok)
         fault_row("exposure while serving (mp pair)", probed=len(targets), open_before=sum(before.values()),
@@ -989,7 +1047,7 @@ def test_mp_expert_parallel_across_four_containers(cluster):
     playbook("cluster_stop.yml", check=False)
     # The gateway role installs Debian's real nginx on the head from the host's mirror.
     run([tool("ansible-playbook"), "-i", INVENTORY, *VAULT, str(REPO / "tests/cluster/prepare_apt.yml")], timeout=600)
-    logged = int(node_sh("sim-1", "cat /var/log/nginx/access.log 2>/dev/null | wc -l").stdout.strip() or 0)
+    logged = nginx_log_length("sim-1")
     deploy_began = time.time()
     site = playbook("site.yml", "-e", "vllm_executor=mp", "-e", "cluster_wait_timeout=600", "-e", "vllm_gateway=true",
                     "-e", "vllm_results_dir=%s" % RESULTS, timeout=1500, check=False)
@@ -1004,12 +1062,10 @@ def test_mp_expert_parallel_across_four_containers(cluster):
     assert plans["sim-1"]["gateway"] and plans["sim-1"]["bind_address"] == ADDR["sim-1"], plans["sim-1"]["reasons"]
     assert plans["sim-1"]["endpoint"]["url"] == "http://%s:8080" % ADDR["sim-1"]
     # The verify's smoke checks and throughput runs went through nginx on the head.
-    through_nginx = node_sh("sim-1", "tail -n +%d /var/log/nginx/access.log | grep -c 'POST /v1/chat/completions'"
-                            % (logged + 1)).stdout.strip()
-    assert int(through_nginx or 0) > 0, "the verify did not reach vLLM through the head's gateway"
+    assert requests_through_nginx("sim-1", logged) > 0, "the verify did not reach vLLM through the head's gateway"
     assert not any(plans[n]["gateway"] for n in NODES[1:])
     routes = mounted_routes(HEAD_API)
-    through = probe("http://%s:8080" % ADDR["sim-1"], routes, model=SERVED_NAME)
+    through = probe(FRONT_GATEWAY, routes, model=SERVED_NAME)
     outside = {"%s %s" % r: status for r, status in through.items() if not r[1].startswith("/v1/") and r[1] != "/health"}
     assert outside and set(outside.values()) == {404}, outside
     assert through[("GET", "/health")] == 200
@@ -1046,9 +1102,6 @@ def gateway_completions(api_key, count, parallel=True):
     for thread in threads:
         thread.join(330)
     return statuses
-
-
-FRONT_GATEWAY = "http://%s:8080" % ADDR["sim-1"]
 
 
 def test_replicas_behind_the_gateway(cluster):
@@ -1092,12 +1145,7 @@ def test_replicas_behind_the_gateway(cluster):
 
     # The route probe: every route a replica mounts, through the gateway without the key.
     routes = mounted_routes("http://%s:8000" % ADDR["sim-2"])
-    through = probe(FRONT_GATEWAY, routes, model=SERVED_NAME)
-    answered = sorted("%s %s" % r for r, status in through.items() if 200 <= status < 300)
-    assert answered == ["GET /health"], answered
-    assert all(status in (401, 404) for r, status in through.items() if r != ("GET", "/health")), through
-    row = {"routes": len(routes), "answered_without_key": answered,
-           "401": sum(1 for s in through.values() if s == 401), "404": sum(1 for s in through.values() if s == 404)}
+    row = keyed_route_row(FRONT_GATEWAY, routes)
 
     # Least connections: eight requests at once reach both replicas.
     counts = {n: replica_successes(n) for n in PAIR}
@@ -1147,6 +1195,16 @@ def test_replicas_behind_the_gateway(cluster):
         assert gateway_completions(canary.key, 4) == [200] * 4, "the gateway reaches the replicas behind the firewall"
         again = playbook("cluster.yml", *args, *firewall, env=decoys)
         assert {h: r["changed"] for h, r in recap(again.stdout).items()} == {"sim-1": 0, "sim-2": 0}, again.stdout[-3000:]
+        # cluster_stop.yml with the same input stops every replica's own server (planned per host, as stop.yml does).
+        stop = playbook("cluster_stop.yml", *args, env=decoys)
+        assert sorted(recap(stop.stdout)) == PAIR and all(r["changed"] >= 1 for r in recap(stop.stdout).values()), \
+            stop.stdout[-3000:]
+        # Stopped, not restarted: vLLM's CPU build exits 120 on SIGTERM here (measured 2026-12-06), so systemd lists
+        # the unit as failed rather than inactive; either way nothing serves until the next cluster.yml.
+        stopped = {n: unit_show(n, "vllm-serve.service", "ActiveState")["ActiveState"] for n in PAIR}
+        row["cluster_stop.yml, units after"] = stopped
+        assert set(stopped.values()) <= {"inactive", "failed"}, stopped
+        assert all(http_status("http://%s:8000/health" % ADDR[n]) is None for n in PAIR), "a replica still answers"
     finally:
         TIMINGS["replicas behind the gateway"] = [row]
         run(["docker", "rm", "-f", OUTSIDER], check=False)

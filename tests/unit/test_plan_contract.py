@@ -120,9 +120,14 @@ def test_the_gateway_follows_the_plan():
     import yaml  # noqa: PLC0415
 
     tasks = yaml.safe_load((REPO / "playbooks/serve.yml").read_text())[0]["tasks"]
-    gateway = [t for t in tasks if (t.get("ansible.builtin.include_role") or {}).get("name") == "sparkfleet.vllm.vllm_gateway"]
+    roles = [(t, t.get("ansible.builtin.include_role") or {}) for t in tasks]
+    gateway = [t for t, r in roles if r.get("name") == "sparkfleet.vllm.vllm_gateway" and "tasks_from" not in r]
     assert len(gateway) == 1 and gateway[0]["when"] == "vllm_plan.gateway | default(false) | bool", gateway
-    assert tasks.index(gateway[0]) == len(tasks) - 1, "the gateway comes after the runtime it fronts"
+    runtime = [t for t, r in roles if r.get("name") == "sparkfleet.vllm.vllm_{{ vllm_plan.runtime }}"]
+    assert runtime and tasks.index(gateway[0]) > tasks.index(runtime[-1]), "the gateway comes after the runtime it fronts"
+    # Where the plan has none, the same role takes an earlier run's gateway away (vllm_gateway turned off).
+    removal = [t for t, r in roles if r.get("name") == "sparkfleet.vllm.vllm_gateway" and r.get("tasks_from") == "remove"]
+    assert len(removal) == 1 and removal[0]["when"] == "not (vllm_plan.gateway | default(false) | bool)", removal
     defaults = yaml.safe_load((REPO / "roles/vllm_gateway/defaults/main.yml").read_text())
     assert "vllm_plan.bind_address" in defaults["vllm_gateway_upstream_host"]
     assert "vllm_plan.port" in defaults["vllm_gateway_upstream_port"]

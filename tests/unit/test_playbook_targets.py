@@ -67,6 +67,7 @@ ESCALATING = {
     ("stop.yml", "Stop vLLM on single-node hosts"),
     ("cluster.yml", "Run the cluster under systemd"),
     ("cluster.yml", "Put the API gateway in front of the head"),
+    ("cluster_stop.yml", "Stop every replica's server"),
     ("cluster_stop.yml", "Stop vLLM on every rank"),
     ("cluster_stop.yml", "Stop Ray on every node"),
 }

@@ -1222,13 +1222,23 @@ def test_false_bypasses_the_gateway_despite_a_key_and_says_what_answers(catalog)
     assert bypass and "/invocations" in bypass[0], plan["reasons"]
 
 
-def test_a_keyed_cluster_keeps_the_gateway_off_by_default_and_names_the_firewall(catalog):
-    """The default never refuses: a cluster with a key plans without the gateway (only true is refused there)."""
-    plan = make(catalog, **SPARK2, api_key=KEY)
-    assert plan["gateway"] is False and plan["bind_address"] == "0.0.0.0"
-    assert any("vllm_gateway=true" in r and "vllm_firewall=true and firewall_api_allow" in r
-               for r in plan["reasons"] if r.startswith("no API gateway")), \
-        plan["reasons"]
+def test_a_keyed_cluster_puts_the_gateway_on_the_head_by_default(catalog):
+    """vllm_gateway unset and a key set on a cluster: as on a single node, the gateway fronts the head, whose API binds
+    its link address; the plan says the default did it, and the worker runs none. false is the bypass."""
+    head = make(catalog, **SPARK2, api_key=KEY, client_address="192.0.2.11")
+    assert head["gateway"] is True and head["bind_address"] == "192.0.2.101" == flag(head["argv"], "--host")
+    assert head["endpoint"]["via"] == "gateway" and head["endpoint"]["url"].startswith("http://192.0.2.11:")
+    assert any(r.startswith("API bound to 192.0.2.101 (the head's link address)")
+               and "on by default: an API key is set and vllm_gateway is unset" in r for r in head["reasons"]), \
+        head["reasons"]
+    worker = make(catalog, profile="dgx_spark", node_count=2, node_index=1, head_address="192.0.2.101",
+                  node_address="192.0.2.102", api_key=KEY, executor="mp")
+    assert worker["gateway"] is False and worker["bind_address"] == "0.0.0.0"
+    bypass = make(catalog, **SPARK2, api_key=KEY, gateway=False)
+    assert bypass["gateway"] is False and bypass["bind_address"] == "0.0.0.0"
+    assert any(r.startswith("no API gateway: vllm_gateway=false (the bypass)") for r in bypass["reasons"])
+    unkeyed = make(catalog, **SPARK2)
+    assert unkeyed["gateway"] is False and unkeyed["bind_address"] == "0.0.0.0"
 
 
 def test_the_plan_says_where_clients_reach_the_api(catalog):
