@@ -140,7 +140,15 @@ def test_rendered_files_and_log_have_no_secret_outside_the_0600_file(canary_depl
         assert not leaks(shown), "secret in systemctl show %s" % SERVICE
     else:
         assert not UNIT_FILE.exists(), "%s written on a host that systemd does not run" % UNIT_FILE
-        assert "start-stop-daemon" in canary_deploy["stdout"] or (CONFIG_DIR / "launch").exists()
+        # The launcher runs under start-stop-daemon: the role's control script finds the server running from the pid
+        # file (status exits 0, 3 when not), and that pid is the launcher's exec of the server (its argv).
+        control = CONFIG_DIR / "control"
+        assert control.exists(), "no start-stop-daemon control script %s on a host that systemd does not run" % control
+        status = subprocess.run([str(control), "status"], capture_output=True, text=True, check=False)
+        assert status.returncode == 0, "%s status: exit %s, the server is not running under start-stop-daemon" % (
+            control, status.returncode)
+        argv = pathlib.Path("/proc/%s/cmdline" % PID_FILE.read_text().strip()).read_bytes().split(b"\0")
+        assert b"--served-model-name" in argv, "%s names pid %s, not the server: %s" % (PID_FILE, PID_FILE.read_text(), argv)
 
 
 def test_secret_file_is_0600_and_owned_by_root(canary_deploy):

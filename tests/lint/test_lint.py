@@ -1,4 +1,6 @@
 """make lint: ruff, yamllint, ansible-lint (production profile) and ansible-test sanity."""
+import re
+
 import pytest
 
 from conftest import REPO, require, run, tool
@@ -21,9 +23,19 @@ def test_yamllint():
 
 
 def test_ansible_lint_production():
+    """The suite's one ansible-lint run, over the whole checkout (.ansible-lint: production profile, offline). It
+    covers what the AWX tier once linted again on its own (awx/, execution-environment.yml and
+    meta/execution-environment.yml): -vv logs each file examined and its kind, so a file dropped from the run
+    (an exclude_paths entry, a kind no longer recognised) fails here."""
     require(tool("ansible-lint"), "ansible-lint")
-    proc = run([tool("ansible-lint"), "--profile", "production", "--offline", "--nocolor"], timeout=900)
+    proc = run([tool("ansible-lint"), "--profile", "production", "--offline", "--nocolor", "-vv"], timeout=900)
     assert "Failed" not in proc.stdout, proc.stdout[-4000:]
+    assert "Profile 'production' was required, and it passed" in proc.stdout + proc.stderr, proc.stderr[-3000:]
+    examined = dict(re.findall(r"Examining (\S+) of type (\S+)", proc.stderr))
+    wanted = {str(p.relative_to(REPO)): None for p in sorted((REPO / "awx").rglob("*")) if p.is_file()}
+    wanted.update({"execution-environment.yml": "execution-environment", "meta/execution-environment.yml": "execution-environment"})
+    missing = {path: kind or "any" for path, kind in wanted.items() if path not in examined or kind not in (None, examined[path])}
+    assert len(wanted) > 2 and not missing, "not linted as expected (path: kind): %s" % missing
 
 
 def test_ansible_test_sanity():

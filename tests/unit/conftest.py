@@ -1,11 +1,11 @@
-"""Fixtures the H200 capture tests share (tests/unit/test_h200_*.py).
+"""The unit tier's conftest: tests/conftest.py's shared plumbing (re-exported below), and the fixtures and helpers
+the GPU records' tests (tests/unit/test_gpu_records.py) and the harness tools' tests (tests/unit/harness/) share.
 
 `h200_catalog` is the test catalog tests/harness/device/h200_catalog.py writes on the device (the stand-ins,
-never data/catalog.yml); `captured_plan` is the plan-h200.json in the capture folder the test module names as
-its RUN.
+never data/catalog.yml); `load_harness_module` loads a tool of tests/harness/ by its path; `paired_cell`,
+`SUMMARY_LINE` and `SUMMARY_LINE_COUNTS` recompute and read gpu_ratios.py's summary lines.
 """
 import importlib.util
-import json
 import pathlib
 import re
 import statistics
@@ -43,11 +43,6 @@ def h200_catalog():
     return load_h200_catalog_module().h200_catalog()
 
 
-@pytest.fixture(scope="module")
-def captured_plan(request):
-    return json.loads((request.module.RUN / "plan-h200.json").read_text())
-
-
 def paired_cell(values, counts=False):
     """One cell of gpu_ratios.py's summary recomputed from its paired ratios, as the summary line prints it:
     median, min, max, n, within/OUTSIDE ±5% (and, with `counts`, how many rounds were within, of how many)."""
@@ -63,16 +58,3 @@ def paired_cell(values, counts=False):
 # SUMMARY_LINE_COUNTS adds "; K of N rounds within" (pass 6 on).
 SUMMARY_LINE = re.compile(r"paired ratio median ([0-9.]+) \(min ([0-9.]+) max ([0-9.]+), n=(\d+)\) (within|OUTSIDE)")
 SUMMARY_LINE_COUNTS = re.compile(SUMMARY_LINE.pattern + r"; (\d+) of (\d+) rounds within")
-
-
-def ratio_rounds(run, names=("ratio-rounds.jsonl",)):
-    """The rounds of gpu_ratios.py's JSONL files `names` in capture folder `run`, one dict a round, sorted by round
-    (each `run` call of a pass writes its own file)."""
-    rows = [json.loads(line) for name in names for line in (run / name).read_text().splitlines() if line.strip()]
-    return sorted(rows, key=lambda row: row["round"])
-
-
-def paired_ratios(rows, pairs, mine):
-    """Module figure / `vllm bench serve` figure, round by round, for module key `mine` (pairs: mine -> theirs);
-    rounds that lack either side are left out, as gpu_bench.summarize leaves them out."""
-    return [r[mine] / r[pairs[mine]] for r in rows if r.get(mine) and r.get(pairs[mine])]

@@ -1,57 +1,208 @@
-"""Mutation checks: the tests that show a failure is detected fail when the detection is removed.
+"""Mutation checks: each test that shows a failure is detected fails, alone, when that detection is removed.
 
-For each detection — the throughput gate, the start-up failure diagnosis, the
-planner's refusals, its secret-name check, its reading of flag spellings and
-its API-key character rule, the topology advice's layout warnings — a child pytest run replaces it
-with a version that detects nothing (tests/unit/mutations.py) and runs the
-tests written to catch it. Every one of those runs must fail; a run without
-the mutation must pass, so the failure is the mutation's doing.
+For each detection — every refusal path of the planner (tests/unit/mutations.py finds them in the source: each
+call of the refusal helper, each ``raise PlanError``, each refusal a ``*_refusal`` helper returns), the throughput
+gate (and its ratio floor and its 8-stream check), the start-up failure diagnosis, the secret-name check, the
+reading of flag spellings, the API-key character rule and the topology advice's layout warnings — one child pytest
+run first runs every catching test as usual (each must pass), then each catching test once more, alone, in a
+forked copy of the child with only its mutation applied: every one of those runs must fail. One run for all of
+them, each test alone: a catcher that no longer catches cannot hide behind another that still does (a group run
+with -x stopped at the first failure and never ran the rest).
 """
+import json
 import os
 import subprocess
 import sys
 
+import mutations
 import pytest
 
 from conftest import REPO
 
 UNIT = "tests/unit/plugins"
-# mutation -> the tests that exist to catch it (node ids relative to the repository).
-CATCHERS = {
+PLANNER = UNIT + "/module_utils/test_planner.py::"
+BAD_INPUT = PLANNER + "test_bad_input_is_refused_with_its_message[%d]"
+DOCUMENTED = PLANNER + "test_documented_failures_are_refused[%d]"
+CATCHERS_FILE = UNIT + "/module_utils/test_refusal_catchers.py::"
+GATE_TESTS = UNIT + "/module_utils/test_bench_metrics.py::"
+R = mutations.REFUSAL_PREFIX
+
+# Refusal path (mutations.refusal_sites()) -> the test that exists to catch its removal. Every path has one.
+REFUSAL_CATCHERS = {
+    R + "planner._Planner.__init__:request": [BAD_INPUT % 51],
+    R + "planner._Planner.resolve_profile:profile": [BAD_INPUT % 4],
+    R + "planner._Planner.resolve_profile:profile#3": [BAD_INPUT % 2],
+    R + "planner._Planner.resolve_model:model": [BAD_INPUT % 0],
+    R + "planner._Planner.resolve_model:stand-in": [BAD_INPUT % 45],
+    R + "planner._Planner.resolve_model:stand-in#2": [BAD_INPUT % 46],
+    R + "planner._Planner.check_groups:host-groups": [PLANNER + "test_a_host_in_both_groups_is_refused"],
+    R + "planner._Planner.check_link_addresses:cluster-link-ip": [PLANNER + "test_duplicate_link_addresses_are_refused"],
+    R + "planner._Planner.check_cluster_ports:cluster-port": [
+        PLANNER + "test_api_port_inside_the_cluster_ranges_is_refused[12000-10002-19999 (Ray's worker ports)]"],
+    R + "planner._Planner.resolve_nodes:cluster": [BAD_INPUT % 49],
+    R + "planner._Planner.resolve_nodes:cluster#2": [DOCUMENTED % 19],
+    R + "planner._Planner.resolve_nodes:cluster#3": [DOCUMENTED % 18],
+    R + "planner._Planner.resolve_nodes:cluster#4": [BAD_INPUT % 48],
+    R + "planner._Planner.resolve_replicas:replicas": [PLANNER + "test_replicas_refuse_a_lone_host_and_shared_addresses"],
+    R + "planner._Planner.resolve_replicas:replicas-addresses": [
+        PLANNER + "test_replicas_refuse_a_lone_host_and_shared_addresses"],
+    R + "planner._Planner.resolve_release:release": [BAD_INPUT % 40],
+    R + "planner._Planner.resolve_release:release#2": [BAD_INPUT % 39],
+    R + "planner._Planner.resolve_release:release#3": [BAD_INPUT % 42],
+    R + "planner._Planner.resolve_release:release#4": [BAD_INPUT % 41],
+    R + "planner._Planner.resolve_release:release#5": [BAD_INPUT % 43],
+    # Not test_documented_failures_are_refused[6]: without this refusal v0.26.0's own defect refuses the same
+    # request with the same words, so that case passes; the catcher asserts the rule.
+    R + "planner._Planner.resolve_release:multi-node-release": [
+        CATCHERS_FILE + "test_a_cluster_on_a_release_before_the_multi_node_minimum_is_refused_by_that_rule"],
+    R + "planner._Planner.resolve_runtime:runtime": [BAD_INPUT % 47],
+    R + "planner._Planner.resolve_runtime:runtime#2": [
+        CATCHERS_FILE + "test_native_runtime_is_refused_for_a_release_without_a_pip_package"],
+    R + "planner._Planner.bind_replica:replicas-gateway": [PLANNER + "test_replicas_refuse_the_gateway_bypass"],
+    R + "planner._Planner.drafter_refusal:drafter": [DOCUMENTED % 20],
+    R + "planner._Planner.drafter_refusal:profile-drafter": [DOCUMENTED % 5],
+    R + "planner._Planner.drafter_refusal:release-defect": [DOCUMENTED % 0],
+    R + "planner._Planner.resolve_drafter:refusal[1]": [
+        PLANNER + "test_a_stand_in_without_a_generated_drafter_refuses_it[tiny-31b-mtp]"],
+    R + "planner._Planner.apply_release_defects:release-defect": [
+        CATCHERS_FILE + "test_a_refusing_release_defect_refuses_without_the_multi_node_release_rule"],
+    R + "plan_inputs.as_int:type#2": [BAD_INPUT % 9],
+    R + "plan_inputs.as_int:range": [BAD_INPUT % 10],
+    R + "plan_inputs.as_int:range#2": [BAD_INPUT % 21],
+    R + "plan_inputs.as_float:type": [BAD_INPUT % 16],
+    R + "plan_inputs.as_bool:type": [PLANNER + "test_a_gateway_value_that_is_not_a_bool_is_refused[maybe]"],
+    R + "plan_inputs.as_choice:choice": [PLANNER + "test_a_topology_that_is_not_a_choice_is_refused"],
+    R + "plan_inputs.arg_list:type": [BAD_INPUT % 38],
+    R + "plan_inputs.arg_list:type#2": [BAD_INPUT % 37],
+    R + "plan_inputs.arg_list:type#3": [BAD_INPUT % 36],
+    R + "plan_guards.check_extra_args:flags": [
+        CATCHERS_FILE + "test_extra_args_are_refused_when_the_flag_list_cannot_be_read"],
+    R + "plan_guards.check_extra_args:attention-backend": [DOCUMENTED % 11],
+    R + "plan_guards._refuse_flag:secret-flag": [BAD_INPUT % 31],
+    R + "plan_guards._refuse_flag:managed-flag": [BAD_INPUT % 30],
+    R + "plan_guards._refuse_flag:refused-flag": [PLANNER + "test_every_spelling_of_a_guarded_flag_is_refused[--config f.yaml]"],
+    R + "plan_guards._refuse_flag:dev-mode-flag": [PLANNER + "test_unguarded_routes_and_trace_logging_need_dev_mode[--grpc]"],
+    R + "plan_guards.check_env_names:type": [PLANNER + "test_bad_user_env_is_refused[A=1-type]"],
+    R + "plan_guards.check_env_names:env-name": [PLANNER + "test_bad_user_env_is_refused[env2-env-name]"],
+    R + "plan_guards.check_env_names:env-secret": [PLANNER + "test_bad_user_env_is_refused[env0-env-secret]"],
+    R + "plan_guards.apply_user_env:type": [PLANNER + "test_bad_user_env_is_refused[env3-type]"],
+    R + "plan_guards.apply_user_env:dev-mode": [PLANNER + "test_dev_mode_from_the_catalog_is_refused_too"],
+    R + "plan_settings.max_model_len:max-model-len": [BAD_INPUT % 13],
+    R + "plan_settings.media:audio": [BAD_INPUT % 24],
+    R + "plan_settings.media:audio#2": [BAD_INPUT % 25],
+    R + "plan_settings.max_num_batched_tokens:mnbt-floor": [BAD_INPUT % 15],
+    R + "plan_settings.max_num_batched_tokens:mnbt-cap": [DOCUMENTED % 14],
+    R + "plan_settings.vision_fit:vision-fit": [PLANNER + "test_5090_31b_with_vision_at_the_encoder_floor_fits_9056_tokens"],
+    R + "plan_settings.gpu_memory_utilization:gpu-util": [BAD_INPUT % 17],
+    R + "plan_settings.gpu_memory_utilization:gpu-util-unified": [BAD_INPUT % 19],
+    R + "plan_settings.endpoint:served-name": [BAD_INPUT % 27],
+    R + "plan_settings._client_endpoint:gateway-port": [PLANNER + "test_the_plan_says_where_clients_reach_the_api"],
+    R + "plan_settings.api_key:api-key": [BAD_INPUT % 28],
+    R + "plan_settings.api_key:api-key-characters": [
+        PLANNER + "test_api_key_characters_an_env_file_would_rewrite_are_refused[sk-nul\\x00-1234-NUL]"],
+}
+# Refusal paths whose removal the user cannot see: another path refuses the same input with the same message (rule,
+# variable). No test can catch them; the named test runs under the mutation and must PASS, so should the other path
+# ever say something else, this check fails and the path needs a catcher.
+EQUIVALENT = {
+    # A bool is refused before parsing; without it int("True") fails and the parse's refusal says the same.
+    R + "plan_inputs.as_int:type": BAD_INPUT % 11,
+    # No profile and no GPU name: catalog.resolve_profile(None) raises "no hardware profile given; set vllm_profile
+    # to one of: ..." and resolve_profile's next refusal carries it, rule and variable unchanged.
+    R + "planner._Planner.resolve_profile:profile#2": BAD_INPUT % 3,
+}
+# The other detections (mutations.MUTATIONS) -> their catchers. A node id without [params] means every case of it.
+OTHER_CATCHERS = {
     "gate": [UNIT + "/modules/test_throughput.py::test_gate_fails_on_a_high_baseline_and_passes_on_a_low_one",
-             UNIT + "/modules/test_throughput.py::test_a_calibrated_gate_fails_when_every_measured_run_is_slower",
-             UNIT + "/module_utils/test_bench_metrics.py::test_gate"],
+             GATE_TESTS + "test_gate"],
+    "gate-ratio": [GATE_TESTS + "test_the_gate_floor_is_min_ratio_not_the_default",
+                   UNIT + "/modules/test_throughput_gate.py::test_the_playbooks_pass_vllm_throughput_min_ratio_as_min_ratio"
+                   "[0.8-verify.yml]",
+                   UNIT + "/modules/test_throughput_gate.py::test_the_playbooks_pass_vllm_throughput_min_ratio_as_min_ratio"
+                   "[string-0.6-bench.yml]"],
+    "gate-8-stream": [GATE_TESTS + "test_the_gate_fails_on_the_8_stream_figure_alone"],
     "diagnosis": [UNIT + "/module_utils/test_diagnose.py::test_real_cpu_bad_flag_log",
                   UNIT + "/module_utils/test_diagnose.py::test_real_cpu_max_model_len_log",
                   UNIT + "/module_utils/test_diagnose.py::test_real_h200_failure_logs"],
-    "refusal": [UNIT + "/module_utils/test_planner.py::test_bad_input_is_refused_with_its_message",
-                UNIT + "/module_utils/test_planner.py::test_5090_31b_with_vision_at_the_encoder_floor_fits_9056_tokens"],
-    "secret-names": [UNIT + "/module_utils/test_planner.py::test_bad_user_env_is_refused",
-                     UNIT + "/module_utils/test_planner.py::test_secret_looking_names_are_refused_in_every_user_env"],
-    "flag-spellings": [UNIT + "/module_utils/test_planner.py::test_every_spelling_of_a_guarded_flag_is_refused"],
-    "key-characters": [UNIT + "/module_utils/test_planner.py::test_api_key_characters_an_env_file_would_rewrite_are_refused"],
+    "secret-names": [PLANNER + "test_bad_user_env_is_refused[env0-env-secret]",
+                     PLANNER + "test_bad_user_env_is_refused[env1-env-secret]",
+                     PLANNER + "test_secret_looking_names_are_refused_in_every_user_env"],
+    # The abbreviations vLLM's parser accepts; the other cases there are exact spellings, which the older guards
+    # caught too.
+    "flag-spellings": [PLANNER + "test_every_spelling_of_a_guarded_flag_is_refused[%s]" % case for case in (
+        "--api-ke sk-x-12345678", "--api sk-x-12345678", "--hf-tok hf_x", "-t 4", "--tensor-parallel 4",
+        "--max-model 512", "--conf f.yaml")],
+    "key-characters": [PLANNER + "test_api_key_characters_an_env_file_would_rewrite_are_refused"],
     "topology": [UNIT + "/module_utils/test_topology.py::test_moe_stops_scaling_past_two_and_replicas_are_offered",
                  UNIT + "/module_utils/test_topology.py::test_e4b_runs_better_on_two_sparks_than_four",
                  UNIT + "/module_utils/test_topology.py::test_e2b_is_best_on_one_spark"],
 }
+CATCHERS = dict(REFUSAL_CATCHERS, **OTHER_CATCHERS)
+for _name, _node in EQUIVALENT.items():
+    CATCHERS[_name] = [_node]
 
 
-def child_pytest(node_ids, mutation=None):
+def child_pytest(plan, tmp_dir):
+    """One child pytest run of every catcher in `plan` ({mutation: [node ids]}); its results (mutations.py)."""
+    plan_file, results_file = tmp_dir / "plan.json", tmp_dir / "results.json"
+    plan_file.write_text(json.dumps(plan))
     path = [str(REPO / "tests" / "unit"), str(REPO / ".collections"), os.environ.get("PYTHONPATH", "")]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path),
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path), SPARKFLEET_MUTATION_PLAN=str(plan_file),
+               SPARKFLEET_MUTATION_RESULTS=str(results_file),
                SPARKFLEET_TIMES_DIR=str(REPO / "tests" / "output" / "times-mutations"))
     env.pop("SPARKFLEET_MUTATION", None)
-    if mutation:
-        env["SPARKFLEET_MUTATION"] = mutation
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "mutations", "-x", *node_ids]
-    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
+    nodes = sorted({node for nodes in plan.values() for node in nodes})
+    # A function's node id runs all its cases: a case of it named as well would run twice.
+    nodes = [n for n in nodes if "[" not in n or n.split("[", 1)[0] not in nodes]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "mutations", "--rootdir", str(REPO),
+           *nodes]
+    run = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False)
+    assert run.returncode == 0 and results_file.exists(), "the catchers fail (or are missing) without any mutation:\n%s" % (
+        run.stdout[-4000:] + run.stderr[-2000:])
+    return json.loads(results_file.read_text())
 
 
-@pytest.mark.parametrize("mutation", sorted(CATCHERS))
-def test_detection_tests_fail_when_the_detection_is_removed(mutation):
-    unmutated = child_pytest(CATCHERS[mutation])
-    assert unmutated.returncode == 0, "the catching tests fail even without the mutation:\n" + unmutated.stdout[-3000:]
-    mutated = child_pytest(CATCHERS[mutation], mutation)
-    assert mutated.returncode == 1, "with %s removed the tests still pass (rc %s): they do not detect it\n%s" % (
-        mutation, mutated.returncode, mutated.stdout[-3000:] + mutated.stderr[-2000:])
-    assert "failed" in mutated.stdout.splitlines()[-1], mutated.stdout[-2000:]
+@pytest.fixture(scope="module")
+def results(request, tmp_path_factory):
+    """The child run for the mutations this session selected (all of them in the unit tier)."""
+    selected = {item.callspec.params["mutation"] for item in request.session.items
+                if item.module is request.module and hasattr(item, "callspec") and "mutation" in item.callspec.params}
+    return child_pytest({name: CATCHERS[name] for name in sorted(selected)}, tmp_path_factory.mktemp("mutations"))
+
+
+def outcomes(results, mutation):
+    """{node id: outcome} of one mutation's catchers, each named node matched (a function's node by all its cases)."""
+    got = results["mutants"].get(mutation, {})
+    for spec in CATCHERS[mutation]:
+        assert any(node == spec or node.split("[", 1)[0] == spec for node in got), (
+            "%s: the catcher %s did not run (renamed or removed?)" % (mutation, spec))
+    unmutated = {node: results["baseline"][node] for node in got}
+    assert all(o["outcome"] == "passed" for o in unmutated.values()), (
+        "%s: catchers that do not pass without the mutation prove nothing\n%s" % (mutation, json.dumps(unmutated, indent=1)))
+    return got
+
+
+def test_every_refusal_path_has_a_catcher_or_is_shown_equivalent():
+    """The table above names exactly the refusal paths the source has: a new refusal needs its catcher here."""
+    paths = set(mutations.refusal_sites())
+    listed = set(REFUSAL_CATCHERS) | set(EQUIVALENT)
+    assert not set(REFUSAL_CATCHERS) & set(EQUIVALENT)
+    assert paths - listed == set(), "refusal paths without a catcher (add one to REFUSAL_CATCHERS)"
+    assert listed - paths == set(), "catchers of refusal paths the source no longer has"
+    assert all(REFUSAL_CATCHERS[name] for name in REFUSAL_CATCHERS)
+
+
+@pytest.mark.parametrize("mutation", sorted(set(CATCHERS) - set(EQUIVALENT)))
+def test_each_catcher_fails_alone_when_its_detection_is_removed(results, mutation):
+    got = outcomes(results, mutation)
+    survived = {node: o for node, o in got.items() if o["outcome"] != "failed"}
+    assert not survived, "with %s removed these catchers, each run alone, do not fail: they do not detect it\n%s" % (
+        mutation, json.dumps(survived, indent=1))
+
+
+@pytest.mark.parametrize("mutation", sorted(EQUIVALENT))
+def test_an_equivalent_refusal_path_is_covered_by_the_path_after_it(results, mutation):
+    got = outcomes(results, mutation)
+    assert [o["outcome"] for o in got.values()] == ["passed"], (
+        "%s is no longer equivalent: without it the refusal changes; give it a catcher\n%s" % (
+            mutation, json.dumps(got, indent=1)))

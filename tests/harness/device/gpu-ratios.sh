@@ -19,7 +19,7 @@
 # The server: without MODEL, the one gpu-run.sh measures (the random 4-layer Llama of lib.sh,
 # --gpu-memory-utilization 0.5); with MODEL=tiny_gemma4_h200, the Gemma 4 stand-in (h200_catalog.GEMMA4_SPEC)
 # started with the argv the planner gave it on the H200 (lib.sh's GEMMA4_PLAN, the launcher's `--model` + argv;
-# tests/unit/test_h200_gemma4_run.py holds today's planner to it). lib.sh's start_server sets the environment.
+# tests/unit/test_gpu_records.py holds today's planner to it). lib.sh's start_server sets the environment.
 set -u
 # shellcheck source=tests/harness/device/lib.sh
 . "$PWD/tests/harness/device/lib.sh"

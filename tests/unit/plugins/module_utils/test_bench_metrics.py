@@ -186,3 +186,31 @@ def test_sequential_throughput_is_vllm_bench_output_throughput(outputs, duration
     if duration:
         assert bm.sequential_throughput(outputs, duration) == pytest.approx(
             bm.calculate_metrics(outputs, duration)["output_throughput"])
+
+
+def test_the_gate_floor_is_min_ratio_not_the_default():
+    """vllm_throughput_min_ratio reaches bm.gate as min_ratio: 85% of the baseline fails the default 0.9 floor and
+    passes a floor of 0.8, check by check, and the message states the floor applied."""
+    expected = {"single_stream_tok_s": 100.0, "aggregate_8_tok_s": 400.0}
+    measured = {"single_stream_tok_s": 85.0, "aggregate_8_tok_s": 340.0}  # 0.85 of both: between 0.8 and 0.9
+    default = bm.gate(measured, expected)
+    assert default["gated"] and not default["passed"] and [c["passed"] for c in default["checks"]] == [False, False]
+    assert "floor 90%" in default["message"]
+    lowered = bm.gate(measured, expected, 0.8)
+    assert lowered["gated"] and lowered["passed"] and [c["passed"] for c in lowered["checks"]] == [True, True]
+    assert "floor 80%" in lowered["message"] and lowered["message"].startswith("within baseline: ")
+    raised = bm.gate({"single_stream_tok_s": 95.0, "aggregate_8_tok_s": 380.0}, expected, 0.97)
+    assert not raised["passed"] and "floor 97%" in raised["message"]  # 0.95 passes the default, not 0.97
+
+
+def test_the_gate_fails_on_the_8_stream_figure_alone():
+    """Single stream at its baseline, the 8-stream aggregate at 80% of its: the gate fails on the 8-stream check, and
+    the message names that figure (single stream passes, so it alone cannot be the reason)."""
+    expected = {"single_stream_tok_s": 221, "aggregate_8_tok_s": 1122}
+    result = bm.gate({"single_stream_tok_s": 221.0, "aggregate_8_tok_s": 897.6}, expected, 0.9)
+    assert result["gated"] and not result["passed"]
+    checks = {c["metric"]: c for c in result["checks"]}
+    assert checks["single_stream_tok_s"]["passed"] and checks["single_stream_tok_s"]["ratio"] == 1.0
+    assert not checks["aggregate_8_tok_s"]["passed"] and checks["aggregate_8_tok_s"]["ratio"] == 0.8
+    assert result["message"].startswith("below baseline: ")
+    assert "aggregate_8_tok_s 897.6 tok/s vs expected 1122.0 (80%, floor 90%)" in result["message"], result["message"]

@@ -8,10 +8,12 @@ wrong catalog value or planner rule fails these tests. The `cpu` profile and
 import copy
 import importlib.util
 import json
+import re
 
 import pytest
 import yaml
 
+from ansible_collections.sparkfleet.vllm.plugins.action import plan as plan_action
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import plan_summary, planner
 from conftest import REPO
@@ -829,6 +831,321 @@ def test_bad_input_is_refused_with_its_message(catalog, request_, message):
 
 def test_at_least_thirty_bad_input_cases():
     assert len(BAD_INPUT) >= 30
+
+
+# --- the end-to-end bad-input cases, planned as the plan role plans them ---------------------------------------------
+#
+# tests/integration/bad_input runs one ansible-playbook case per refusal family (plus every refusal that only a host,
+# Ansible's argument_spec check or the playbook wiring can make). The other planner refusals it used to run are proven
+# here, with the same input (inventory + extra vars) and the same expected fragments (the variable and the fix), by
+# building the request exactly as roles/plan and the sparkfleet.vllm.plan action build it: each task argument of
+# roles/plan/tasks/main.yml rendered from its plan_* default, then the action's cluster_request / group_request
+# (pure functions) for what the inventory's groups and host variables add. No ansible-playbook runs.
+
+# The bad-input suite's temporary inventories that only these cases use (tests/integration/bad_input writes the
+# same shapes): Sparks with TEST-NET addresses.
+def _spark_hosts(count):
+    return {"spark-%02d" % i: {"ansible_host": "192.0.2.%d" % (10 + i), "vllm_cluster_link_ip": "192.0.2.%d" % (100 + i)}
+            for i in range(1, count + 1)}
+
+
+BAD_INPUT_INVENTORIES = {
+    "pro_pair": {"all": {"children": {"vllm_cluster": {"hosts": _spark_hosts(2), "vars": {"vllm_profile": "rtx_pro_6000"}}}}},
+    "both_groups": {"all": {"vars": {"vllm_profile": "dgx_spark"}, "children": {
+        "vllm_cluster": {"hosts": _spark_hosts(2)}, "vllm_single": {"hosts": {"spark-01": {}}}}}},
+}
+# What the suite adds on inventories/local (its own service name and port, so a missed refusal never touches the demo).
+BAD_INPUT_LOCAL_EXTRA = {"vllm_native_service_name": "vllm-serve-badinput", "vllm_port": 18410}
+# An unset vllm_* takes its plan_* default's fallback; the two fallbacks that are not literals read
+# preflight_result (not set yet: plan.yml runs first) and the controller's VLLM_API_KEY (the suite clears it): both ''.
+_ROLE_FALLBACKS = {"''": "", "none": None, "[]": [], "{}": {}, "false": False}
+
+
+def load_inventory(name):
+    """(groups, hostvars) of inventories/<name> or BAD_INPUT_INVENTORIES[name]: group_vars files and inline vars,
+    then host vars (these inventories set each variable in one place)."""
+    if name in BAD_INPUT_INVENTORIES:
+        tree, group_files = BAD_INPUT_INVENTORIES[name], {}
+    else:
+        folder = REPO / "inventories" / name
+        tree = yaml.safe_load((folder / "hosts.yml").read_text())
+        group_files = {p.stem: yaml.safe_load(p.read_text()) or {} for p in sorted((folder / "group_vars").glob("*.yml"))}
+    groups, hostvars = {}, {}
+
+    def walk(group, node, inherited):
+        node = node or {}
+        variables = dict(inherited, **group_files.get(group, {}), **(node.get("vars") or {}))
+        members = groups.setdefault(group, [])
+        for host, own in (node.get("hosts") or {}).items():
+            members.append(host)
+            hostvars[host] = dict(hostvars.get(host, {}), **variables, **(own or {}))
+        for child, sub in (node.get("children") or {}).items():
+            walk(child, sub, variables)
+            members.extend(h for h in groups[child] if h not in members)
+
+    walk("all", tree["all"], {})
+    return groups, hostvars
+
+
+def role_request(variables):
+    """The request roles/plan hands sparkfleet.vllm.plan for a host whose variables are ``variables``."""
+    task = yaml.safe_load((REPO / "roles/plan/tasks/main.yml").read_text())[0]["sparkfleet.vllm.plan"]
+    defaults = yaml.safe_load((REPO / "roles/plan/defaults/main.yml").read_text())
+    request = {}
+    for key, argument in task.items():
+        if key not in planner.REQUEST_KEYS:
+            continue  # catalog_path, cluster_group, plan_dir, write: the action's own arguments
+        template = defaults[re.fullmatch(r"\{\{ (plan_\w+) \}\}", argument).group(1)]
+        match = re.match(r"\{\{ \(?(vllm_\w+) \| default\(([^,)]*)", template)
+        assert match, "roles/plan/defaults/main.yml: %s is not `vllm_* | default(...)`: teach role_request" % template
+        value = variables.get(match.group(1), _ROLE_FALLBACKS.get(match.group(2), ""))
+        if template.endswith("| length > 0 }}"):  # plan_gateway_tls: a certificate is set
+            value = len(value or "") > 0
+        request[key] = value
+    return request
+
+
+def plan_play(catalog, inventory, extra):
+    """playbooks/plan.yml on ``inventory`` with ``extra`` vars: {host: plan or the refusal's message}, for every host
+    of vllm_single:vllm_cluster."""
+    groups, hostvars = load_inventory(inventory)
+    extra = dict(BAD_INPUT_LOCAL_EXTRA, **extra) if inventory == "local" else extra
+    hostvars = {host: dict(variables, **extra) for host, variables in hostvars.items()}
+    outcome = {}
+    for host in groups.get("vllm_single", []) + [h for h in groups.get("vllm_cluster", []) if h not in groups.get("vllm_single", [])]:
+        task_vars = {"inventory_hostname": host, "groups": groups, "hostvars": hostvars}
+        request = role_request(hostvars[host])
+        derived = plan_action.cluster_request(task_vars)
+        derived.update(plan_action.group_request(task_vars))
+        request.update({k: v for k, v in derived.items() if request.get(k) in (None, "")})
+        try:
+            outcome[host] = planner.plan(catalog, request)
+        except planner.PlanError as err:
+            outcome[host] = str(err)
+    return outcome
+
+
+def moved(case_id, family, inventory, extra, *expect):
+    return pytest.param(family, inventory, extra, expect, id=case_id)
+
+
+# (id, refusal family, inventory, extra vars, expected fragments): each family's end-to-end case is named in its comment.
+BAD_INPUT_MOVED = [
+    # unknown-name (end to end: model-unknown)
+    moved("model-typo", "unknown-name", "rtx_pro_6000", {"vllm_model": "26b"},
+          "unknown model '26b'", "set vllm_model to one of: 31b, 26b-a4b"),
+    moved("drafter-unknown", "unknown-name", "spark1", {"vllm_drafter": "eagle3"},
+          "unknown drafter 'eagle3'", "set vllm_drafter to one of: none, mtp, dflash, auto"),
+    moved("objective-unknown", "unknown-name", "rtx_pro_6000", {"vllm_drafter": "auto", "vllm_objective": "fastest"},
+          "unknown objective 'fastest'", "set vllm_objective to one of: interactive, throughput"),
+    moved("profile-unknown", "unknown-name", "spark1", {"vllm_profile": "h100"}, "vllm_profile", "h100"),
+    moved("runtime-unknown", "unknown-name", "rtx_pro_6000", {"vllm_runtime": "podman"},
+          "unknown runtime 'podman'", "set vllm_runtime to one of: compose, native"),
+    moved("executor-unknown", "unknown-name", "spark2", {"vllm_executor": "slurm"},
+          "unknown executor 'slurm'", "set vllm_executor to one of: ray, mp"),
+    # catalog-pairing (end to end: model-gemma-on-cpu-standin)
+    moved("model-standin-on-gpu", "catalog-pairing", "rtx_pro_6000", {"vllm_model": "tiny"},
+          "tiny is a stand-in model", "set vllm_model to one of: 31b"),
+    moved("drafter-not-for-model", "catalog-pairing", "rtx_pro_6000", {"vllm_model": "e2b", "vllm_drafter": "dflash"},
+          "e2b has no dflash drafter", "set vllm_drafter to one of: none, mtp"),
+    # The local default (tiny-26b-a4b) has its generated MTP drafter; the dense 31B's stand-in has none.
+    moved("drafter-on-standin", "catalog-pairing", "local", {"vllm_model": "tiny-31b", "vllm_drafter": "mtp"},
+          "tiny-31b has no mtp drafter", "set vllm_drafter to one of: none"),
+    # release-resolution (end to end: image-tag-not-a-version)
+    moved("release-not-a-version", "release-resolution", "rtx_pro_6000", {"vllm_release": "banana"},
+          "is not a vLLM release", "set vllm_release to one of"),
+    moved("release-contradicts-image", "release-resolution", "rtx_pro_6000", {"vllm_image": "vllm/vllm-openai:v0.30.0", "vllm_release": "v0.29.0"},
+          "vllm_release v0.29.0 contradicts the image tag", "set only one of vllm_image and vllm_release"),
+    moved("release-measurements-only", "release-resolution", "rtx_pro_6000", {"vllm_release": "v0.25.1"},
+          "in the catalog for its measurements only", "set vllm_release to one of"),
+    moved("cpu-release-on-gpu-profile", "release-resolution", "rtx_pro_6000", {"vllm_release": "cpu-0.32.0"},
+          "does not run on the rtx_pro_6000 profile", "set vllm_release=v0.30.0"),
+    # documented-failure (end to end: drafter-release-cannot-start)
+    # A tag the catalog has never seen takes the defects of the range it falls in: v0.28.0 lies after v0.27.0 and
+    # before v0.29.0, which fixed the 12b assistant's CUDA graph capture (planner.resolve_release).
+    moved("drafter-12b-mtp-on-unknown-tag-in-defect-range", "documented-failure", "rtx_pro_6000",
+          {"vllm_model": "12b", "vllm_drafter": "mtp", "vllm_image": "vllm/vllm-openai:v0.28.0"},
+          "12b + mtp on rtx_pro_6000 cannot start on vLLM v0.28.0", "trips CUDA graph capture",
+          "set vllm_image=vllm/vllm-openai:v0.29.0 (or later), or vllm_drafter=dflash"),
+    moved("release-older-than-multi-node", "documented-failure", "spark2", {"vllm_image": "vllm/vllm-openai:v0.26.0"},
+          "multi-node needs vLLM v0.27.0 or later", "set vllm_image=vllm/vllm-openai:v0.30.0"),
+    moved("extra-args-flash-attention", "documented-failure", "rtx_pro_6000", {"vllm_extra_args": ["--attention-backend", "FLASH_ATTN"]},
+          "--attention-backend FLASH_ATTN cannot start Gemma 4", "remove it from vllm_extra_args"),
+    # numeric-range (end to end: port-zero)
+    moved("context-zero", "numeric-range", "spark1", {"vllm_max_model_len": 0},
+          "vllm_max_model_len must be at least 1", "set vllm_max_model_len >= 1"),
+    moved("gpu-util-above-one", "numeric-range", "rtx_pro_6000", {"vllm_gpu_memory_utilization": 1.5},
+          "must be a fraction in (0, 1], got 1.5", "set vllm_gpu_memory_utilization to e.g. 0.92"),
+    moved("gpu-util-zero", "numeric-range", "rtx_pro_6000", {"vllm_gpu_memory_utilization": 0},
+          "must be a fraction in (0, 1], got 0.0", "set vllm_gpu_memory_utilization"),
+    moved("gpu-util-negative-standin", "numeric-range", "local", {"vllm_gpu_memory_utilization": -0.2},
+          "must be a fraction in (0, 1], got -0.2", "set vllm_gpu_memory_utilization to e.g. 0.2"),
+    moved("max-num-seqs-zero", "numeric-range", "rtx_pro_6000", {"vllm_max_num_seqs": 0},
+          "vllm_max_num_seqs must be at least 1", "set vllm_max_num_seqs >= 1"),
+    moved("images-per-prompt-zero", "numeric-range", "rtx_pro_6000", {"vllm_images_per_prompt": 0},
+          "vllm_images_per_prompt must be at least 1", "set vllm_images_per_prompt >= 1"),
+    moved("port-above-65535", "numeric-range", "local", {"vllm_port": 70000},
+          "vllm_port must be at most 65535", "set vllm_port <= 65535"),
+    moved("port-negative", "numeric-range", "spark1", {"vllm_port": -8000}, "vllm_port must be at least 1", "set vllm_port >= 1"),
+    # fit (end to end: context-above-standin-max)
+    moved("context-above-model-max", "fit", "rtx_pro_6000", {"vllm_model": "31b", "vllm_max_model_len": 300000},
+          "31b supports at most 262144 tokens", "set vllm_max_model_len <= 262144"),
+    moved("batched-tokens-below-multimodal-floor", "fit", "rtx_pro_6000", {"vllm_model": "31b", "vllm_max_num_batched_tokens": 2048},
+          "below the 4096 floor of a multimodal Gemma 4", "set vllm_max_num_batched_tokens >= 4096",
+          "vllm_language_model_only=true"),
+    moved("batched-tokens-below-floor-audio", "fit", "spark1", {"vllm_model": "e4b", "vllm_max_num_batched_tokens": 1024},
+          "below the 4096 floor", "set vllm_max_num_batched_tokens >= 4096"),
+    moved("batched-tokens-above-5090-cap", "fit", "rtx5090", {"vllm_max_num_batched_tokens": 32768},
+          "does not fit on rtx_5090", "set vllm_max_num_batched_tokens <= 16384"),
+    moved("gpu-util-above-unified-cap", "fit", "spark1", {"vllm_gpu_memory_utilization": 0.9},
+          "dgx_spark has unified memory", "set vllm_gpu_memory_utilization <= 0.78"),
+    moved("gpu-util-above-unified-cap-cluster", "fit", "spark4", {"vllm_gpu_memory_utilization": 0.85},
+          "dgx_spark has unified memory", "set vllm_gpu_memory_utilization <= 0.78 (per node)"),
+    moved("vision-does-not-fit-5090", "fit", "rtx5090", {"vllm_model": "31b", "vllm_language_model_only": False},
+          "fits only without vision", "set vllm_language_model_only=true"),
+    moved("vision-does-not-fit-5090-at-the-encoder-floor", "fit", "rtx5090",
+          {"vllm_model": "31b", "vllm_language_model_only": False, "vllm_max_num_batched_tokens": 4096, "vllm_max_model_len": 9057},
+          "one 9,056-token request", "vllm_max_model_len <= 9056"),
+    moved("audio-on-text-model", "fit", "rtx_pro_6000", {"vllm_model": "31b", "vllm_enable_audio": True},
+          "31b has no audio input", "set vllm_enable_audio=false"),
+    moved("audio-without-encoders", "fit", "spark1", {"vllm_model": "e4b", "vllm_enable_audio": True, "vllm_language_model_only": True},
+          "--language-model-only drops", "set vllm_enable_audio=false or vllm_language_model_only=false"),
+    # value-type (end to end: port-not-a-number-names-vllm-port)
+    moved("extra-args-not-a-list", "value-type", "rtx_pro_6000", {"vllm_extra_args": "[--enforce-eager"},
+          "vllm_extra_args is not a valid JSON list", "pass a list of strings"),
+    # extra-args-collision (end to end: extra-args-duplicate-port)
+    moved("tensor-parallel-size-in-extra-args", "extra-args-collision", "spark4", {"vllm_extra_args": ["--tensor-parallel-size", "2"]},
+          "vllm_extra_args must not set --tensor-parallel-size", "the size of the vllm_cluster group"),
+    moved("node-rank-in-extra-args", "extra-args-collision", "spark2", {"vllm_executor": "mp", "vllm_extra_args": ["--node-rank=1"]},
+          "vllm_extra_args must not set --node-rank", "drop --node-rank from vllm_extra_args"),
+    moved("extra-args-duplicate-max-model-len", "extra-args-collision", "rtx_pro_6000", {"vllm_extra_args": ["--max-model-len", "4096"]},
+          "vllm_extra_args must not set --max-model-len", "the planner sets it from vllm_max_model_len"),
+    moved("extra-args-api-key-on-argv", "extra-args-collision", "rtx_pro_6000", {"vllm_extra_args": ["--api-key", "sk-on-the-command-line"]},
+          "vllm_extra_args must not set --api-key", "vllm_api_key"),
+    moved("extra-args-duplicate-speculative-config", "extra-args-collision", "rtx_pro_6000", {"vllm_extra_args": ["--speculative-config", "{}"]},
+          "vllm_extra_args must not set --speculative-config", "the planner sets it from vllm_drafter"),
+    moved("extra-args-kv-cache-dtype", "extra-args-collision", "spark1", {"vllm_extra_args": ["--kv-cache-dtype=auto"]},
+          "vllm_extra_args must not set --kv-cache-dtype", "drop --kv-cache-dtype from vllm_extra_args"),
+    moved("guard-api-key-underscore", "extra-args-collision", "rtx_pro_6000", {"vllm_extra_args": ["--api_key", "sk-bad-input-0001"]},
+          "vllm_extra_args must not set --api-key (given as --api_key)", "set vllm_api_key instead"),
+    moved("guard-api-key-equals", "extra-args-collision", "rtx_pro_6000", {"vllm_extra_args": ["--api-key=sk-bad-input-0002"]},
+          "vllm_extra_args must not set --api-key: it carries a credential", "set vllm_api_key instead"),
+    moved("guard-api-key-abbreviated", "extra-args-collision", "rtx_pro_6000", {"vllm_extra_args": ["--api-ke", "sk-bad-input-0003"]},
+          "vllm_extra_args must not set --api-key (given as --api-ke)", "drop --api-ke from vllm_extra_args"),
+    moved("guard-hf-token-underscore-equals", "extra-args-collision", "spark1", {"vllm_extra_args": ["--hf_token=hf_bad_input_0004"]},
+          "vllm_extra_args must not set --hf-token (given as --hf_token)", "set HF_TOKEN in the controller's environment"),
+    moved("guard-tensor-parallel-alias", "extra-args-collision", "spark2", {"vllm_extra_args": ["-tp", "4"]},
+          "vllm_extra_args must not set --tensor-parallel-size (given as -tp)", "the size of the vllm_cluster group"),
+    moved("guard-tensor-parallel-underscore-equals", "extra-args-collision", "spark4", {"vllm_extra_args": ["--tensor_parallel_size=4"]},
+          "vllm_extra_args must not set --tensor-parallel-size (given as --tensor_parallel_size)",
+          "drop --tensor_parallel_size from vllm_extra_args"),
+    moved("guard-speculative-config-dotted-alias", "extra-args-collision", "rtx_pro_6000", {"vllm_extra_args": ["-sc.model", "x/y"]},
+          "vllm_extra_args must not set --speculative-config (given as -sc.model)",
+          "the planner sets it from vllm_drafter"),
+    moved("guard-config-file", "extra-args-collision", "rtx_pro_6000", {"vllm_extra_args": ["--config", "f.yaml"]},
+          "vllm_extra_args must not set --config", "pass each flag in vllm_extra_args instead"),
+    # dev-mode (end to end: dev-mode-in-vllm-env-standin)
+    moved("dev-mode-in-vllm-env", "dev-mode", "spark4", {"vllm_env": {"VLLM_SERVER_DEV_MODE": "1"}},
+          "VLLM_SERVER_DEV_MODE=1 would register vLLM's development routes", "remove it from vllm_env",
+          "vllm_allow_dev_mode=true"),
+    moved("guard-profiler-config", "dev-mode", "rtx_pro_6000",
+          {"vllm_extra_args": ["--profiler-config", '{"profiler": "torch", "torch_profiler_dir": "/tmp/p"}']},
+          "vllm_extra_args must not set --profiler-config", "registers /start_profile and /stop_profile",
+          "vllm_allow_dev_mode=true"),
+    moved("guard-profiler-config-dotted-underscore", "dev-mode", "spark1", {"vllm_extra_args": ["--profiler_config.profiler", "torch"]},
+          "must not set --profiler-config (given as --profiler_config.profiler)", "vllm_allow_dev_mode=true"),
+    moved("guard-uvicorn-trace", "dev-mode", "rtx_pro_6000", {"vllm_extra_args": ["--uvicorn-log-level", "trace"]},
+          "vllm_extra_args must not set --uvicorn-log-level trace", "remove it from vllm_extra_args",
+          "vllm_allow_dev_mode=true"),
+    moved("guard-uvicorn-trace-abbreviated", "dev-mode", "rtx_pro_6000", {"vllm_extra_args": ["--uvicorn_log=trace"]},
+          "must not set --uvicorn-log-level (given as --uvicorn_log) trace", "vllm_allow_dev_mode=true"),
+    moved("guard-grpc-without-key", "dev-mode", "rtx_pro_6000", {"vllm_extra_args": ["--grpc"]},
+          "vllm_extra_args must not set --grpc", "checks no API key", "vllm_allow_dev_mode=true"),
+    # env-names (end to end: guard-secret-name-in-native-env)
+    moved("secret-in-vllm-env", "env-names", "rtx_pro_6000", {"vllm_env": {"HF_TOKEN": "hf_in_plain_sight"}},
+          "vllm_env carries HF_TOKEN", "set vllm_api_key (or HF_TOKEN in the controller's environment) instead"),
+    moved("vllm-env-bad-name", "env-names", "rtx5090", {"vllm_env": {"NCCL DEBUG": "INFO"}},
+          "vllm_env has 'NCCL DEBUG'", "use letters, digits and underscores"),
+    moved("guard-secret-name-in-vllm-env", "env-names", "rtx_pro_6000", {"vllm_env": {"OPENAI_API_KEY": "sk-bad-input-0005"}},
+          "vllm_env carries OPENAI_API_KEY, a secret-looking name (*_KEY", "remove it from vllm_env"),
+    moved("guard-ray-auth-off-in-cluster-env", "env-names", "spark2", {"vllm_cluster_extra_env": {"RAY_AUTH_MODE": "disabled"}},
+          "vllm_cluster_extra_env carries RAY_AUTH_MODE",
+          "Ray's token authentication is set only by vllm_cluster_ray_auth"),
+    moved("guard-password-in-cluster-env", "env-names", "spark4", {"vllm_cluster_extra_env": {"DB_PASSWORD": "bad-input-0007"}},
+          "vllm_cluster_extra_env carries DB_PASSWORD", "remove it from vllm_cluster_extra_env"),
+    moved("guard-ray-auth-in-health-check", "env-names", "spark2", {"vllm_cluster_ray_health_check": {"RAY_AUTH_MODE": "disabled"}},
+          "vllm_cluster_ray_health_check carries RAY_AUTH_MODE", "vllm_cluster_ray_auth"),
+    # key-and-name (end to end: api-key-too-short)
+    moved("api-key-with-whitespace", "key-and-name", "spark1", {"vllm_api_key": "has a space in it"},
+          "vllm_api_key must be a string of at least 8 characters without whitespace", "set a longer key"),
+    moved("guard-api-key-non-ascii", "key-and-name", "spark1", {"vllm_api_key": "sk-caf\u00e9-input-0008"},
+          "vllm_api_key has characters an env file or systemd would not carry unchanged: U+00E9",
+          "use only printable ASCII without whitespace"),
+    moved("served-name-with-whitespace", "key-and-name", "rtx_pro_6000", {"vllm_served_model_name": "my gemma"},
+          "vllm_served_model_name 'my gemma' contains whitespace", "set a name such as"),
+    # cluster-shape (end to end: cluster-group-of-3)
+    moved("cluster-on-single-node-profile", "cluster-shape", "pro_pair", {},
+          "clusters are documented only for dgx_spark", "use a single-node inventory (group vllm_single)"),
+    moved("guard-host-in-both-groups", "cluster-shape", "both_groups", {},
+          "host spark-01 is listed in both vllm_single and vllm_cluster", "remove spark-01 from one of the two groups"),
+    moved("guard-cluster-link-ip-duplicate", "cluster-shape", "spark2", {"vllm_cluster_link_ip": "192.0.2.101"},
+          "vllm_cluster_link_ip 192.0.2.101 is set for both spark-01 and spark-02",
+          "set vllm_cluster_link_ip on each host of the vllm_cluster group"),
+    moved("guard-api-port-in-ray-worker-range", "cluster-shape", "spark2", {"vllm_port": 12000},
+          "vllm_port 12000 is inside the cluster's pinned port range 10002-19999 (Ray's worker ports)",
+          "set vllm_port outside"),
+    moved("guard-api-port-on-master-port", "cluster-shape", "spark4", {"vllm_executor": "mp", "vllm_port": 29501},
+          "vllm_port 29501 is inside the cluster's pinned port range 29500-29510", "set vllm_port outside"),
+    # gateway (end to end: gateway-not-a-bool)
+    moved("replicas-without-the-gateway", "gateway", "spark2", {"vllm_topology": "replicas", "vllm_gateway": False},
+          "vllm_gateway=false leaves nothing in front of the replicas", "unset vllm_gateway"),
+    moved("gateway-port-is-vllms", "gateway", "rtx_pro_6000", {"vllm_gateway": True, "vllm_gateway_port": 8000},
+          "vllm_gateway_port 8000 is vLLM's port (vllm_port)", "set vllm_gateway_port to another port"),
+    moved("gateway-port-not-a-port", "gateway", "rtx_pro_6000", {"vllm_gateway": True, "vllm_gateway_port": "https"},
+          "vllm_gateway_port", "https"),
+]
+
+
+@pytest.mark.parametrize("family, inventory, extra, expect", BAD_INPUT_MOVED)
+def test_an_end_to_end_bad_input_case_is_refused_by_the_planner(catalog, family, inventory, extra, expect):
+    """The refusal the bad-input suite asserted through ansible-playbook, asserted on the planner: some host of the
+    play is refused with a message that carries every fragment."""
+    outcome = plan_play(catalog, inventory, extra)
+    refusals = {host: message for host, message in outcome.items() if isinstance(message, str)}
+    assert refusals, "accepted instead of refused: %s" % sorted(outcome)
+    assert any(all(fragment in message for fragment in expect) for message in refusals.values()), (expect, refusals)
+
+
+def test_plan_play_builds_the_roles_request(catalog):
+    """The harness above is the role's: every task argument it renders, with the inventory's values and the action's."""
+    request = role_request({"vllm_profile": "cpu", "vllm_port": 0})
+    task = yaml.safe_load((REPO / "roles/plan/tasks/main.yml").read_text())[0]["sparkfleet.vllm.plan"]
+    assert set(request) == set(task) - {"catalog_path", "cluster_group", "plan_dir", "write"}
+    assert request["profile"] == "cpu" and request["port"] == 0 and request["model"] == "" and request["env"] == {}
+    assert request["max_model_len"] is None and request["allow_dev_mode"] is False and request["gateway_tls"] is False
+    assert request["api_key"] == "" and request["extra_args"] == []
+    groups, hostvars = load_inventory("spark4")
+    assert groups["vllm_cluster"] == ["spark-01", "spark-02", "spark-03", "spark-04"]
+    assert hostvars["spark-03"]["vllm_profile"] == "dgx_spark" and hostvars["spark-03"]["vllm_cluster_link_ip"] == "192.0.2.103"
+    plans = plan_play(catalog, "spark4", {"vllm_executor": "mp"})
+    assert [plans[h]["node_role"] for h in groups["vllm_cluster"]] == ["head", "worker", "worker", "worker"]
+    local = plan_play(catalog, "local", {})["localhost"]
+    assert local["port"] == 18410 and local["runtime"] == "native" and local["model"]["short"] == "tiny-26b-a4b"
+
+
+# Names are matched case-insensitively by design (the bad-input suite keeps drafter-upper-case-MTP end to end):
+# (id, inventory, extra vars, what plan.yml's summary shows).
+ACCEPTED_NAMES = [
+    ("model-upper-case-31B", "rtx_pro_6000", {"vllm_model": "31B"}, "31b on rtx_pro_6000"),
+    ("profile-mixed-case", "spark1", {"vllm_profile": "DGX_Spark"}, "26b-a4b on dgx_spark"),
+]
+
+
+@pytest.mark.parametrize("inventory, extra, shown", [a[1:] for a in ACCEPTED_NAMES], ids=[a[0] for a in ACCEPTED_NAMES])
+def test_a_name_in_another_case_is_accepted(catalog, inventory, extra, shown):
+    for host, plan in plan_play(catalog, inventory, extra).items():
+        assert not isinstance(plan, str), plan
+        assert shown in plan_summary.summarize(plan, host)[0]
 
 
 def test_objectives_are_the_catalogs(catalog):
