@@ -14,11 +14,10 @@ tests' own look inside a node (``node_sh``) goes through ``docker exec``, not th
 
 For real: a four-node Ray cluster formed by the roles' units and judged by
 sparkfleet.vllm.ray_cluster, with Ray's token authentication on; a rank that keeps dying named by status and
-healed by a re-run; a cut link named within a minute; and vLLM's CPU build tensor-parallel across two containers
-under both executors (mp, and Ray through the stand-in patches of
-tests/cluster/ray_cpu_standin: the CPU build refuses the Ray executor), with
-expert parallelism across two nodes (the same patches: the CPU build's
-MoE kernel ignores the expert map), deployed by site.yml and verified like a
+healed by a re-run; a cut link named within a minute; and vLLM's CPU build tensor-parallel with expert
+parallelism across two containers under mp (keyed, behind the head's gateway) and across all four under Ray (the
+default executor, as on inventories/spark4, through the stand-in patches of tests/cluster/ray_cpu_standin: the CPU
+build refuses the Ray executor, and its MoE kernel ignores the expert map), deployed by site.yml and verified like a
 single node (wait, smoke through the gemma4 parsers, throughput gate on the head).
 """
 import json
@@ -789,9 +788,36 @@ def flat(output):
     return " ".join(output.split())
 
 
-def mp_fault(name, node, kill, canary):
+def controller_killed_after_the_stop(args):
+    """cluster.yml with ``args``, its controller killed (SIGKILL to ansible-playbook and its workers) right after the
+    play stopped the ranks for a group restart: no handler, no always, no next task runs. Returns its output."""
+    cmd = [tool("ansible-playbook"), "-i", INVENTORY, *VAULT, str(REPO / "playbooks/cluster.yml"), *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+                            start_new_session=True)
+    watchdog = threading.Timer(600, os.killpg, (proc.pid, signal.SIGKILL))
+    watchdog.start()
+    seen, stopping = [], False
+    for line in proc.stdout:
+        seen.append(line)
+        if "TASK [sparkfleet.vllm.vllm_cluster : Stop vLLM on every rank]" in line:
+            stopping = True
+        elif stopping and line.startswith("TASK ["):
+            os.killpg(proc.pid, signal.SIGKILL)  # the controller dies: no handler, no always, no next task
+            break
+    watchdog.cancel()
+    proc.wait(60)
+    output = "".join(seen)
+    assert stopping, "the run never reached the group restart:\n" + output[-3000:]
+    return output
+
+
+def mp_fault(name, node, kill, canary, interrupted_heal=False):
     """Kill a rank of the serving mp pair; time what notices (cluster_status.yml), heal with a cluster.yml re-run,
-    time until a completion answers again; one row of the fault table. Returns (status run, heal run, row)."""
+    time until a completion answers again; one row of the fault table. Returns (status run, heal run, row).
+
+    interrupted_heal: the controller is killed during that heal, right after it stopped the ranks for the group
+    restart (controller_killed_after_the_stop), and the next cluster.yml with the same input heals. The returned heal
+    output is then the killed run's, followed by the re-run's."""
     data = data_digest()
     args = ["-e", "cluster_group=sim_pair", "-e", "vllm_executor=mp", *canary.args]
     assert completion_status(canary.key) == 200, "the pair serves before the fault"
@@ -804,6 +830,11 @@ def mp_fault(name, node, kill, canary):
     status = playbook("cluster_status.yml", *args, check=False)
     detected = round(time.time() - started, 1)
     heal_began = time.time()
+    killed, down = "", None
+    if interrupted_heal:
+        killed = controller_killed_after_the_stop(args)
+        down = {n: unit_show(n, "vllm-cluster.service", "ActiveState")["ActiveState"] for n in PAIR}
+        assert set(down.values()) <= {"inactive", "failed", "deactivating"}, "the kill left the ranks stopped: %s" % down
     heal = playbook("cluster.yml", *args, timeout=900)
     serving = wait_for(lambda: completion_status(canary.key, timeout=30) == 200, 300, interval=3)
     row = {"detected_by": "cluster_status.yml", "seconds_to_detect": detected,
@@ -811,21 +842,34 @@ def mp_fault(name, node, kill, canary):
            "recovered": "re-run cluster.yml (group restart in order)",
            "seconds_to_recover": round(time.time() - heal_began, 1) if serving is not None else None,
            "data_unchanged": data_digest() == data}
+    if interrupted_heal:
+        row.update(recovered="the heal's controller killed after it stopped the ranks (units then: %s); the next "
+                             "cluster.yml with the same input (group restart in order)" % down)
     fault_row(name, **row)
     assert serving is not None, "no completion within 300 s of the heal run"
     assert data_digest() == data, "weights, caches and env files survive"
+    if interrupted_heal:
+        assert "Restarting the 2-node group in order" in flat(heal.stdout), heal.stdout[-3000:]
+        heal = subprocess.CompletedProcess(heal.args, heal.returncode, killed + heal.stdout, heal.stderr)
     return status, heal, row
 
 
 def test_mp_faults_while_serving_are_named_and_healed(mp_pair):
     """Faults of the serving mp pair (the engine on, not Ray alone): a worker rank SIGKILLed, then the head's API
-    server SIGKILLed. Each must be named by cluster_status.yml and healed by one cluster.yml re-run; a second re-run
-    then changes nothing. Measured (2026-12-05): a killed worker rank's headless parent exits 0, so systemd does not
-    restart it, and the head's /health keeps answering 200 until a request reaches the dead engine (500, then the
-    head exits 0); a killed head is restarted by systemd but waits at the rendezvous for the old group's worker."""
-    canary = mp_pair["canary"]
+    server SIGKILLed. Each must be named by cluster_status.yml and healed by cluster.yml; a second re-run then changes
+    nothing and leaves no failed, stray or transient unit behind. Measured (2026-12-05): a killed worker rank's
+    headless parent exits 0, so systemd does not restart it, and the head's /health keeps answering 200 until a
+    request reaches the dead engine (500, then the head exits 0); a killed head is restarted by systemd but waits at
+    the rendezvous for the old group's worker.
 
-    status, heal, row = mp_fault("mp worker rank killed while serving", "sim-2", "pkill -9 -f VLLM::Worker_TP1", canary)
+    The worker's heal is also the controller killed mid-run: its cluster.yml is SIGKILLed right after it stopped the
+    ranks for the group restart, so the pair is down and nothing supervises it; the next cluster.yml with the same
+    input converges (the pair serves again). The head's heal is one plain re-run."""
+    canary = mp_pair["canary"]
+    weights = data_digest([HF_HOME])
+
+    status, heal, row = mp_fault("mp worker rank killed while serving, then the heal's controller killed mid-run",
+                                 "sim-2", "pkill -9 -f VLLM::Worker_TP1", canary, interrupted_heal=True)
     assert status.returncode != 0 and "sim-2 (vllm-cluster.service inactive)" in flat(status.stdout), status.stdout[-3000:]
     assert re.search(r"restarted alone\) on \[[^]]*sim-2", flat(heal.stdout)), heal.stdout[-3000:]
 
@@ -838,6 +882,12 @@ def test_mp_faults_while_serving_are_named_and_healed(mp_pair):
 
     again = playbook("cluster.yml", "-e", "cluster_group=sim_pair", "-e", "vllm_executor=mp", *canary.args)
     assert {h: r["changed"] for h, r in recap(again.stdout).items()} == {"sim-1": 0, "sim-2": 0}, again.stdout[-3000:]
+    units = {n: node_sh(n, "systemctl list-units --all --plain --no-legend 'vllm-cluster*'").stdout.split("\n") for n in PAIR}
+    stray = {n: [u for u in lines if u.strip() and not u.startswith(("vllm-cluster.service ", "vllm-cluster-ray.service "))]
+             for n, lines in units.items()}
+    failed = {n: node_sh(n, "systemctl list-units --failed --plain --no-legend 'vllm-cluster*'").stdout.strip() for n in PAIR}
+    assert not any(stray.values()) and not any(failed.values()), (stray, failed)
+    assert data_digest([HF_HOME]) == weights, "the weights survive"
 
 
 def test_mp_exposure_while_serving(mp_pair):
@@ -971,89 +1021,14 @@ def test_mp_link_cut_while_serving(mp_pair):
     assert unchanged, "weights, caches and env files survive"
 
 
-def test_mp_controller_killed_mid_run_then_rerun_converges(mp_pair):
-    """The controller killed (SIGKILL to ansible-playbook and its workers) while cluster.yml restarts the serving mp
-    pair for a configuration change, right after it stopped the ranks: the pair is down and nothing supervises it.
-    The next cluster.yml with the same input converges (the pair serves again), leaves no failed, stray or transient
-    unit behind, and a further run changes nothing."""
-    canary = mp_pair["canary"]
-    weights = data_digest([HF_HOME])
-    args = ["-e", "cluster_group=sim_pair", "-e", "vllm_executor=mp", *canary.args,
-            # A configuration change that restarts the group (the units' RestartSec; inventories/sim4 sets 5). Not
-            # vllm_cluster_extra_env: an extra var replaces the inventory's whole mapping, and the ranks without its
-            # VLLM_TARGET_DEVICE=cpu died at start (SIGILL, measured).
-            "-e", "vllm_cluster_restart_delay=6"]
-    cmd = [tool("ansible-playbook"), "-i", INVENTORY, *VAULT, str(REPO / "playbooks/cluster.yml"), *args]
-    # From here the pair runs another input than the inventory's: the next test that needs the pair deploys it again.
-    forget()
-    started = time.time()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
-                            start_new_session=True)
-    watchdog = threading.Timer(600, os.killpg, (proc.pid, signal.SIGKILL))
-    watchdog.start()
-    seen, stopping = [], False
-    for line in proc.stdout:
-        seen.append(line)
-        if "TASK [sparkfleet.vllm.vllm_cluster : Stop vLLM on every rank]" in line:
-            stopping = True
-        elif stopping and line.startswith("TASK ["):
-            os.killpg(proc.pid, signal.SIGKILL)  # the controller dies: no handler, no always, no next task
-            break
-    watchdog.cancel()
-    proc.wait(60)
-    output = "".join(seen)
-    assert stopping, "the run never reached the group restart:\n" + output[-3000:]
-    down = {n: unit_show(n, "vllm-cluster.service", "ActiveState")["ActiveState"] for n in PAIR}
-    assert set(down.values()) <= {"inactive", "failed", "deactivating"}, "the kill left the ranks stopped: %s" % down
-
-    healed = playbook("cluster.yml", *args, timeout=900)
-    serving = wait_for(lambda: completion_status(canary.key, timeout=30) == 200, 300, interval=3)
-    recovered = round(time.time() - started, 1)
-    units = {n: node_sh(n, "systemctl list-units --all --plain --no-legend 'vllm-cluster*'").stdout.split("\n") for n in PAIR}
-    stray = {n: [u for u in lines if u.strip() and not u.startswith(("vllm-cluster.service ", "vllm-cluster-ray.service "))]
-             for n, lines in units.items()}
-    failed = {n: node_sh(n, "systemctl list-units --failed --plain --no-legend 'vllm-cluster*'").stdout.strip() for n in PAIR}
-    again = playbook("cluster.yml", *args)
-    fault_row("controller killed mid-run (mp, serving)", detected_by="the ranks stay stopped (nothing supervises them "
-              "until the play runs again)", units_after_kill=down, recovered="re-run cluster.yml with the same input",
-              seconds_to_recover=recovered if serving is not None else None,
-              weights_unchanged=data_digest([HF_HOME]) == weights)
-    assert serving is not None, "no completion within 300 s of the re-run"
-    assert "Restarting the 2-node group in order" in flat(healed.stdout), healed.stdout[-3000:]
-    assert not any(stray.values()) and not any(failed.values()), (stray, failed)
-    assert {h: r["changed"] for h, r in recap(again.stdout).items()} == {"sim-1": 0, "sim-2": 0}, again.stdout[-3000:]
-    assert data_digest([HF_HOME]) == weights, "the weights survive"
-
-
-def test_ray_tensor_parallel_across_two_containers(cluster):
-    """The default executor, Ray (the notes' measured path), serving TP=2 across two containers: site.yml end to
-    end, verified on the head. Stand-in, named as such: vLLM's CPU build refuses the Ray executor; the simulated
-    cluster's PYTHONPATH carries tests/cluster/ray_cpu_standin, whose docstring names each refusal it lifts."""
-    forget()
-    site_on_the_pair("ray", gate=False)
-    serve = node_sh("sim-1", "systemctl show -p ExecStart vllm-cluster.service").stdout.replace('"', "")
-    assert "--distributed-executor-backend ray" in serve and "--tensor-parallel-size 2" in serve, serve
-    assert_experts_spread(PAIR, 2, "")
-    # Ray placed a vLLM worker actor on the worker container: its rank runs there, under the Ray unit.
-    assert "ray::RayWorkerProc" in node_sh("sim-2", "ps -eo args").stdout
-    assert node_sh("sim-2", "systemctl is-active vllm-cluster-ray.service").stdout.strip() == "active"
-
-    # As under mp: a second run of the cluster play, with the engine serving, changes nothing and restarts no unit.
-    units = ("vllm-cluster.service", "vllm-cluster-ray.service")
-    before = unit_identity(units)
-    again = playbook("cluster.yml", "-e", "cluster_group=sim_pair", "-e", "vllm_executor=ray")
-    assert {h: r["changed"] for h, r in recap(again.stdout).items()} == {"sim-1": 0, "sim-2": 0}
-    assert unit_identity(units) == before
-    # Without the firewall the run says so, once (the head's play), naming the variable that turns it on.
-    assert flat(again.stdout).count("WARNING: cluster sim_pair runs with vllm_firewall off") == 1, again.stdout[-3000:]
-
-
-def test_mp_expert_parallel_across_four_containers(cluster):
-    """The 26B-A4B stand-in across all four nodes under mp, as on a four-Spark cluster: tensor parallel over four
-    ranks with expert parallelism (2 of the 8 experts a rank), site.yml end to end, verified on the head (wait and
-    smoke; the cluster's throughput gate is proven on the keyed mp pair), and the head serving the whole model
-    (assert_experts_spread). The CPU build's MoE kernel needs the
-    stand-in patch 4 of tests/cluster/ray_cpu_standin for this (it ignores the expert map: a segfault without it).
+def test_ray_expert_parallel_across_four_containers(cluster):
+    """site.yml as `-i inventories/spark4` runs it: the default executor, Ray (the notes' measured path), with the
+    26B-A4B stand-in across all four nodes, tensor parallel over four ranks with expert parallelism (2 of the 8
+    experts a rank), verified on the head (wait and smoke; the cluster's throughput gate is proven on the keyed mp
+    pair), the head serving the whole model (assert_experts_spread) and Ray placing a vLLM worker actor on each
+    worker container. Stand-in, named as such: vLLM's CPU build refuses the Ray executor and its MoE kernel ignores
+    the expert map; the simulated cluster's PYTHONPATH carries tests/cluster/ray_cpu_standin, whose docstring names
+    each refusal it lifts. Multi-node mp is proven on the keyed pair (tensor and expert parallel, faults).
 
     The gateway on a cluster's head is proven once, on the keyed mp pair (assert_gateway_by_default_on_the_head):
     this deploy has no key and no gateway, and is verified on the head's own port."""
@@ -1062,15 +1037,30 @@ def test_mp_expert_parallel_across_four_containers(cluster):
     RESULTS.mkdir(parents=True, exist_ok=True)
     reports = set(RESULTS.glob(STANDARD_REPORTS))
     deploy_began = time.time()
-    site = playbook("site.yml", "-e", "vllm_executor=mp", "-e", "cluster_wait_timeout=600",
-                    "-e", "vllm_results_dir=%s" % RESULTS, "-e", "vllm_verify_throughput=false", timeout=1500, check=False)
+    site = playbook("site.yml", "-e", "cluster_wait_timeout=600", "-e", "vllm_results_dir=%s" % RESULTS,
+                    "-e", "vllm_verify_throughput=false", timeout=1500, check=False)
     assert site.returncode == 0, "site.yml exited %d\n%s\n--- the units' journal on the pair ---\n%s" % (
         site.returncode, site.stdout[-6000:], units_journal(since=deploy_began))
     verified_on_the_head(site.stdout, reports, None, gate=False)
+    serve = node_sh("sim-1", "systemctl show -p ExecStart vllm-cluster.service").stdout.replace('"', "")
+    assert "--distributed-executor-backend ray" in serve, serve
     assert_experts_spread(NODES, 4, "")
     plans = {n: json.loads((STATE / "plans" / ("%s.json" % n)).read_text()) for n in NODES}
     assert plans["sim-1"]["endpoint"]["url"] == HEAD_API, plans["sim-1"]["endpoint"]
     assert [plans[n]["node_count"] for n in NODES] == [4] * 4, "every rank planned the four-node group"
+    # Ray placed a vLLM worker actor on each worker container: its rank runs there, under the Ray unit.
+    for node in NODES[1:]:
+        assert "ray::RayWorkerProc" in node_sh(node, "ps -eo args").stdout, node
+        assert node_sh(node, "systemctl is-active vllm-cluster-ray.service").stdout.strip() == "active", node
+
+    # A second run of the cluster play, with the engine serving, changes nothing and restarts no unit.
+    units = ("vllm-cluster.service", "vllm-cluster-ray.service")
+    before = unit_identity(units)
+    again = playbook("cluster.yml")
+    assert {h: r["changed"] for h, r in recap(again.stdout).items()} == dict.fromkeys(NODES, 0), again.stdout[-3000:]
+    assert unit_identity(units) == before
+    # Without the firewall the run says so, once (the head's play), naming the variable that turns it on.
+    assert flat(again.stdout).count("WARNING: cluster vllm_cluster runs with vllm_firewall off") == 1, again.stdout[-3000:]
     playbook("cluster_stop.yml", check=False)
 
 
