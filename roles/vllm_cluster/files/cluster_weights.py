@@ -21,13 +21,25 @@ nor guess it); the URL reaches the pull in a 0600 file, never on a command line 
 manifest lists (nothing else in the cache, no listing), only to the PEER addresses (the workers' link
 addresses): any other client's connection is closed unanswered. It honours a `Range: bytes=N-` request, so a pull
 that was interrupted resumes each file from the part it already has (FILE.part) instead of starting it again.
+
+Whoever can write the head's cache must reach nothing else, on the head or on a worker (both run it as root).
+Every manifest path is confined to its repository folder: an absolute path, an empty, `.` or `..` component, a
+path in another folder, or a symlink whose target leaves the folder is refused with the path named, by the head
+as it lists and serves and by a worker as it checks and pulls. Nothing below a repository folder is reached
+through a link: each path is walked one directory at a time from the folder's descriptor with O_NOFOLLOW, so a
+link swapped in between a check and the open fails the open instead of redirecting it. The head neither hashes
+nor serves a file through a link. On a worker, a part file, a destination or a directory on the way that is a
+link (or not a plain file, or not a directory) is removed, the link itself, and made anew; a new file is
+created with O_EXCL, which never opens what stands there.
 """
+import contextlib
 import hashlib
 import http.server
 import json
 import os
 import re
 import shutil
+import stat
 import sys
 import time
 import urllib.error
@@ -38,42 +50,234 @@ CHUNK = 1 << 22
 STAMP = ".sparkfleet-verified.json"
 
 
-def sha256(path):
+DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: opening a FIFO that stands where a file should be returns at once (and is refused by its fstat).
+READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def refused(path, why):
+    return SystemExit("refused %r: %s" % (path, why))
+
+
+def names_below(repo_dir, path):
+    """The names ``path`` (a manifest path, relative to the hub root) walks through below its repository folder.
+
+    Refuses, naming it, a path that could leave the folder: absolute, in another folder, or with an empty, ``.``
+    or ``..`` component (a lexical check, sound because nothing below the folder is walked through a link)."""
+    if not isinstance(path, str) or path.startswith("/"):
+        raise refused(path, "an absolute path, outside the repository folder %s" % repo_dir)
+    parts = path.split("/")
+    if parts[0] != repo_dir or len(parts) < 2:
+        raise refused(path, "not inside the repository folder %s" % repo_dir)
+    if any(part in ("", ".", "..") or "\0" in part for part in parts[1:]):
+        raise refused(path, "an empty, '.' or '..' component: it could leave the repository folder %s" % repo_dir)
+    return parts[1:]
+
+
+def check_target(repo_dir, path, target):
+    """Refuses the target of the symlink ``path`` unless it stays inside the repository folder.
+
+    A target may climb with leading ``../`` only (as huggingface_hub writes them: ../../blobs/HASH), no higher
+    than the folder, then name a path below it. A ``..`` after a name is refused even where it would land inside:
+    through a linked directory it climbs from where the link points, not from where it stands."""
+    names = names_below(repo_dir, path)
+    if not isinstance(target, str) or target.startswith("/"):
+        raise refused(path, "its link target %r is absolute, outside the repository folder %s" % (target, repo_dir))
+    parts = target.split("/")
+    climb = 0
+    while climb < len(parts) and parts[climb] == "..":
+        climb += 1
+    rest = parts[climb:]
+    if climb > len(names) - 1 or not rest or any(part in ("", ".", "..") or "\0" in part for part in rest):
+        raise refused(path, "its link target %r leaves the repository folder %s" % (target, repo_dir))
+
+
+def checked(repo):
+    """``repo`` (one repository's manifest), every path and link target confined to its folder, or SystemExit."""
+    repo_dir = repo.get("repo_dir")
+    if not isinstance(repo_dir, str) or repo_dir in ("", ".", "..") or "/" in repo_dir or "\0" in repo_dir:
+        raise refused(repo_dir, "not a repository folder's name")
+    for entry in repo["files"]:
+        names_below(repo_dir, entry["path"])
+    for link in repo["links"]:
+        check_target(repo_dir, link["path"], link["target"])
+    return repo
+
+
+def repo_fd(root, repo_dir, make=False):
+    """A descriptor of the repository folder ROOT/REPO_DIR, which must be a directory, not a link to one.
+
+    ROOT is the operator's (it may be a link); REPO_DIR is made when ``make`` and missing (FileNotFoundError
+    otherwise), and refused (SystemExit) when it is a link or a file."""
+    if make:
+        os.makedirs(root, exist_ok=True)
+    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        if make:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(repo_dir, dir_fd=root_fd)
+        try:
+            return os.open(repo_dir, DIRECTORY, dir_fd=root_fd)
+        except FileNotFoundError:
+            raise
+        except OSError as error:
+            raise refused(os.path.join(root, repo_dir), "not a directory (a link is not followed): %s" % error) from None
+    finally:
+        os.close(root_fd)
+
+
+def remove(dir_fd, name):
+    """Removes the file or link at ``name`` in ``dir_fd`` (a link itself, never what it points to), if any."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(name, dir_fd=dir_fd)
+
+
+def parent_fd(root, repo_dir, names, make=False):
+    """A descriptor of the directory holding ``names[-1]`` below the repository folder, reached without a link.
+
+    Each directory is opened from its parent's descriptor with O_NOFOLLOW, so a link put on the way at any moment
+    fails the open instead of redirecting it. Without ``make``, OSError when one is missing or not a plain
+    directory. With ``make`` (a worker about to write), a missing one is made, and a link or a file standing
+    there is removed (the link itself, never what it points to) and the directory made."""
+    fd = repo_fd(root, repo_dir, make)
+    try:
+        for name in names[:-1]:
+            inner = None
+            for _attempt in range(3):
+                try:
+                    inner = os.open(name, DIRECTORY, dir_fd=fd)
+                    break
+                except FileNotFoundError:
+                    if not make:
+                        raise
+                except OSError:  # ELOOP (a link) or ENOTDIR (a file)
+                    if not make:
+                        raise
+                    remove(fd, name)
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, dir_fd=fd)
+            if inner is None:
+                raise refused(name, "not made a directory in %s: something keeps replacing it" % repo_dir)
+            os.close(fd)
+            fd = inner
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_file(root, repo_dir, path):
+    """The regular file at manifest ``path``, opened for reading without following a link (OSError otherwise)."""
+    names = names_below(repo_dir, path)
+    dir_fd = parent_fd(root, repo_dir, names)
+    try:
+        fd = os.open(names[-1], READ, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError("%s: not a regular file" % path)
+    return os.fdopen(fd, "rb")
+
+
+def read_below(root, repo_dir, path, read):
+    """``read(name, dir_fd)`` on the last name of manifest ``path`` in its directory, reached without a link; None
+    when it, or a directory on the way, is missing or not plain, or ``read`` raises OSError."""
+    names = names_below(repo_dir, path)
+    try:
+        dir_fd = parent_fd(root, repo_dir, names)
+    except OSError:
+        return None
+    try:
+        return read(names[-1], dir_fd)
+    except OSError:
+        return None
+    finally:
+        os.close(dir_fd)
+
+
+def lstat_of(root, repo_dir, path):
+    """The lstat of manifest ``path``, or None when it or a directory on the way is missing or not plain."""
+    return read_below(root, repo_dir, path, lambda name, dir_fd: os.stat(name, dir_fd=dir_fd, follow_symlinks=False))
+
+
+def digest_of(handle):
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(CHUNK), b""):
-            digest.update(block)
+    handle.seek(0)
+    for block in iter(lambda: handle.read(CHUNK), b""):
+        digest.update(block)
     return digest.hexdigest()
 
 
-def manifest(root, repo_dir):
-    base = os.path.join(root, repo_dir)
-    cache_file = os.path.join(base, STAMP)
+def sha256(root, repo_dir, path):
+    with open_file(root, repo_dir, path) as handle:
+        return digest_of(handle)
+
+
+def read_stamp(root, repo_dir):
+    """The files of the repository's STAMP by path ({} when missing, unreadable or a link)."""
     try:
-        with open(cache_file) as handle:
-            cached = {entry["path"]: entry for entry in json.load(handle)["files"]}
-    except (OSError, ValueError, KeyError):
-        cached = {}
+        with open_file(root, repo_dir, repo_dir + "/" + STAMP) as handle:
+            return {entry["path"]: entry for entry in json.load(handle)["files"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def write_stamp(root, repo_dir, content):
+    """Writes the repository's STAMP through a new file (O_EXCL) renamed over it: a link there is replaced."""
+    fd = repo_fd(root, repo_dir)
+    try:
+        temporary = "%s.%d.tmp" % (STAMP, os.getpid())
+        remove(fd, temporary)
+        with os.fdopen(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666,
+                               dir_fd=fd), "w") as handle:
+            json.dump(content, handle)
+        os.replace(temporary, STAMP, src_dir_fd=fd, dst_dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def manifest(root, repo_dir):
+    """The manifest of one repository folder, as the head lists it: regular files (size, sha256) and symlinks.
+
+    Nothing is followed: a linked directory is listed as a link, not walked; a file is hashed through a
+    descriptor opened with O_NOFOLLOW. A link whose target leaves the folder, or anything else that is neither a
+    regular file nor a link, is refused with its path, before any worker copies it."""
+    checked({"repo_dir": repo_dir, "files": [], "links": []})
+    os.close(repo_fd(root, repo_dir))  # refuses a repository folder that is a link before the walk goes through it
+    base = os.path.join(root, repo_dir)
+    cached = read_stamp(root, repo_dir)
     files, links = [], []
     for folder, dirs, names in os.walk(base):
         dirs.sort()
-        for name in sorted(names):
+        linked_dirs = [name for name in dirs if os.path.islink(os.path.join(folder, name))]
+        dirs[:] = [name for name in dirs if name not in linked_dirs]
+        for name in sorted(names + linked_dirs):
             full = os.path.join(folder, name)
             rel = os.path.relpath(full, root)
-            if name == STAMP or name.endswith(".incomplete") or "/.locks/" in full:
+            if name == STAMP or name.startswith(STAMP + ".") or name.endswith(".incomplete") or "/.locks/" in full:
                 continue
-            if os.path.islink(full):
-                links.append({"path": rel, "target": os.readlink(full)})
+            info = os.lstat(full)
+            if stat.S_ISLNK(info.st_mode):
+                link = {"path": rel, "target": os.readlink(full)}
+                check_target(repo_dir, link["path"], link["target"])
+                links.append(link)
                 continue
-            stat = os.stat(full)
-            old = cached.get(rel)
-            if old and old["size"] == stat.st_size and old.get("mtime") == int(stat.st_mtime):
-                files.append(old)
-            else:
-                files.append({"path": rel, "size": stat.st_size, "mtime": int(stat.st_mtime), "sha256": sha256(full)})
+            if not stat.S_ISREG(info.st_mode):
+                raise refused(rel, "neither a regular file nor a link")
+            try:
+                with open_file(root, repo_dir, rel) as handle:
+                    info = os.fstat(handle.fileno())
+                    old = cached.get(rel)
+                    if old and old["size"] == info.st_size and old.get("mtime") == int(info.st_mtime):
+                        files.append(old)
+                    else:
+                        files.append({"path": rel, "size": info.st_size, "mtime": int(info.st_mtime),
+                                      "sha256": digest_of(handle)})
+            except OSError as error:
+                raise refused(rel, "not opened as a regular file, without following a link: %s" % error) from None
     result = {"repo_dir": repo_dir, "files": files, "links": links, "bytes": sum(f["size"] for f in files)}
-    with open(cache_file, "w") as handle:
-        json.dump(result, handle)
+    write_stamp(root, repo_dir, result)
     return result
 
 
@@ -84,42 +288,48 @@ def manifests(root, repo_dirs):
 
 
 def repositories(wanted):
-    """The per-repository manifests of ``wanted``; a one-repository manifest (older heads) is its own list."""
-    return wanted.get("repos", [wanted])
+    """The per-repository manifests of ``wanted``, each confined to its folder (see checked); a one-repository
+    manifest (older heads) is its own list."""
+    return [checked(repo) for repo in wanted.get("repos", [wanted])]
 
 
 def differing(root, wanted):
-    """Entries of the manifest that the local cache does not hold verified."""
-    stamp = os.path.join(root, wanted["repo_dir"], STAMP)
-    try:
-        with open(stamp) as handle:
-            verified = {entry["path"]: entry for entry in json.load(handle)["files"]}
-    except (OSError, ValueError, KeyError):
-        verified = {}
+    """Entries of the manifest that the local cache does not hold verified.
+
+    A file that is a link, or that lies below a directory that is one, is not held: the pull replaces it."""
+    repo_dir = wanted["repo_dir"]
+    verified = read_stamp(root, repo_dir)
     need = []
     for entry in wanted["files"]:
-        full = os.path.join(root, entry["path"])
-        if not os.path.isfile(full) or os.path.getsize(full) != entry["size"]:
+        info = lstat_of(root, repo_dir, entry["path"])
+        if info is None or not stat.S_ISREG(info.st_mode) or info.st_size != entry["size"]:
             need.append(entry)
             continue
         mine = verified.get(entry["path"])
-        if mine and mine["sha256"] == entry["sha256"] and mine.get("local_mtime") == int(os.stat(full).st_mtime):
+        if mine and mine["sha256"] == entry["sha256"] and mine.get("local_mtime") == int(info.st_mtime):
             continue
-        if sha256(full) != entry["sha256"]:
-            need.append(entry)
-    bad_links = [link for link in wanted["links"]
-                 if not os.path.islink(os.path.join(root, link["path"])) or os.readlink(os.path.join(root, link["path"])) != link["target"]]
+        try:
+            if sha256(root, repo_dir, entry["path"]) == entry["sha256"]:
+                continue
+        except OSError:
+            pass
+        need.append(entry)
+    bad_links = [link for link in wanted["links"] if link_of(root, repo_dir, link["path"]) != link["target"]]
     return need, bad_links
+
+
+def link_of(root, repo_dir, path):
+    """The target of the symlink at manifest ``path``, or None (not a link, or below a directory that is one)."""
+    return read_below(root, repo_dir, path, lambda name, dir_fd: os.readlink(name, dir_fd=dir_fd))
 
 
 def record(root, wanted):
     files = []
     for entry in wanted["files"]:
         local = dict(entry)
-        local["local_mtime"] = int(os.stat(os.path.join(root, entry["path"])).st_mtime)
+        local["local_mtime"] = int(lstat_of(root, wanted["repo_dir"], entry["path"]).st_mtime)
         files.append(local)
-    with open(os.path.join(root, wanted["repo_dir"], STAMP), "w") as handle:
-        json.dump({"repo_dir": wanted["repo_dir"], "files": files, "links": wanted["links"]}, handle)
+    write_stamp(root, wanted["repo_dir"], {"repo_dir": wanted["repo_dir"], "files": files, "links": wanted["links"]})
 
 
 def differing_all(root, wanted):
@@ -145,47 +355,76 @@ def opened(request, attempts=20):
     return urllib.request.urlopen(request, timeout=60)  # noqa: S310 - the head's http URL, from a 0600 file
 
 
-def fetch(url, entry, part):
-    """Download ``entry`` into ``part``, resuming from the bytes a previous, interrupted pull left there.
+def part_file(dir_fd, part, size):
+    """The part file ``part`` in ``dir_fd``, opened for writing, and how many of its bytes a resume may keep.
 
-    Returns the number of bytes that were already there and kept (0 when the download started over)."""
-    have = os.path.getsize(part) if os.path.isfile(part) else 0
-    if have >= entry["size"]:
-        have = 0  # nothing to resume: a complete (or longer) part is fetched again and checked below
+    Only a regular file with no other hard link, shorter than the whole, is resumed; anything else there (a link,
+    which is never followed, a FIFO, a file linked elsewhere, a complete or longer part) is removed and a new
+    file created with O_EXCL, which fails rather than open what may have been put there since."""
+    try:
+        fd = os.open(part, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        fd = None
+    if fd is not None:
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode) and info.st_nlink == 1 and info.st_size < size:
+            return os.fdopen(fd, "r+b"), info.st_size
+        os.close(fd)
+    remove(dir_fd, part)
+    return os.fdopen(os.open(part, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666,
+                             dir_fd=dir_fd), "r+b"), 0
+
+
+def fetch(url, entry, handle, have):
+    """Download ``entry`` into the open part file ``handle``, resuming after the ``have`` bytes already there.
+
+    Returns the number of bytes that were kept (0 when the head did not resume and the download started over)."""
     request = urllib.request.Request(url)
     if have:
         request.add_header("Range", "bytes=%d-" % have)
     with opened(request) as src:
         resumed = have if src.status == 206 and src.headers.get("Content-Range", "").startswith("bytes %d-" % have) else 0
-        with open(part, "ab" if resumed else "wb") as dst:
-            shutil.copyfileobj(src, dst, CHUNK)
+        handle.seek(resumed)
+        handle.truncate()
+        shutil.copyfileobj(src, handle, CHUNK)
+    handle.flush()
     return resumed
 
 
 def pull(root, wanted, url):
+    """Fetches what differs, every write confined to its repository folder (see part_file and parent_fd)."""
     need, bad_links = differing_all(root, wanted)
     fetched = resumed_bytes = 0
     for entry in need:
-        full = os.path.join(root, entry["path"])
-        os.makedirs(os.path.dirname(full), exist_ok=True)
-        part = full + ".part"
-        kept = fetch(url.rstrip("/") + "/" + urllib.parse.quote(entry["path"]), entry, part)
-        size, digest = os.path.getsize(part), sha256(part)
-        if size != entry["size"] or digest != entry["sha256"]:
-            os.unlink(part)
-            raise SystemExit("%s: got %d bytes sha256 %s, the head has %d bytes sha256 %s" % (
-                entry["path"], size, digest, entry["size"], entry["sha256"]))
-        os.replace(part, full)
+        repo_dir = entry["path"].split("/", 1)[0]
+        names = names_below(repo_dir, entry["path"])
+        dir_fd = parent_fd(root, repo_dir, names, make=True)
+        try:
+            part = names[-1] + ".part"
+            handle, have = part_file(dir_fd, part, entry["size"])
+            with handle:
+                kept = fetch(url.rstrip("/") + "/" + urllib.parse.quote(entry["path"]), entry, handle, have)
+                size, digest = os.fstat(handle.fileno()).st_size, digest_of(handle)
+            if size != entry["size"] or digest != entry["sha256"]:
+                remove(dir_fd, part)
+                raise SystemExit("%s: got %d bytes sha256 %s, the head has %d bytes sha256 %s" % (
+                    entry["path"], size, digest, entry["size"], entry["sha256"]))
+            os.replace(part, names[-1], src_dir_fd=dir_fd, dst_dir_fd=dir_fd)  # a link there is replaced, not followed
+        finally:
+            os.close(dir_fd)
         fetched += size - kept
         resumed_bytes += kept
         print("fetched %s (%d bytes%s, sha256 ok)" % (entry["path"], size, ", resumed at %d" % kept if kept else ""),
               file=sys.stderr, flush=True)
     for link in bad_links:
-        full = os.path.join(root, link["path"])
-        os.makedirs(os.path.dirname(full), exist_ok=True)
-        if os.path.lexists(full):
-            os.unlink(full)
-        os.symlink(link["target"], full)
+        repo_dir = link["path"].split("/", 1)[0]
+        names = names_below(repo_dir, link["path"])
+        dir_fd = parent_fd(root, repo_dir, names, make=True)
+        try:
+            remove(dir_fd, names[-1])
+            os.symlink(link["target"], names[-1], dir_fd=dir_fd)
+        finally:
+            os.close(dir_fd)
     repos = repositories(wanted)
     for repo in repos:
         record(root, repo)
@@ -199,7 +438,10 @@ RANGE = re.compile(r"^bytes=(\d+)-(\d*)$")
 
 
 class ShareHandler(http.server.BaseHTTPRequestHandler):
-    """GET and HEAD of /<token>/<path> for the manifest's files only; one byte range at most."""
+    """GET and HEAD of /<token>/<path> for the manifest's files only; one byte range at most.
+
+    The request's path is looked up, exactly, among the manifest's paths, which ShareServer confined to their
+    folders when it started: a ``..`` or an absolute path in the request matches none and answers 404."""
 
     server_version = "sparkfleet-weights"
     sys_version = ""
@@ -217,7 +459,17 @@ class ShareHandler(http.server.BaseHTTPRequestHandler):
         if entry is None:
             self.send_error(404)
             return
-        full, size = os.path.join(self.server.root, entry["path"]), entry["size"]
+        try:
+            # No link is followed, on the way or at the end: a file swapped for a link since the manifest is not served.
+            handle = open_file(self.server.root, entry["path"].split("/", 1)[0], entry["path"])
+        except (OSError, SystemExit) as error:
+            print("refused %s: %s" % (entry["path"], error), file=sys.stderr, flush=True)
+            self.send_error(404)
+            return
+        with handle:
+            self.send_file(handle, entry["size"], body)
+
+    def send_file(self, handle, size, body):
         start, end = 0, size - 1
         ranged = RANGE.match(self.headers.get("Range", ""))
         if ranged:
@@ -237,15 +489,14 @@ class ShareHandler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if not body:
             return
-        with open(full, "rb") as handle:
-            handle.seek(start)
-            left = end - start + 1
-            while left:
-                block = handle.read(min(CHUNK, left))
-                if not block:
-                    break
-                self.wfile.write(block)
-                left -= len(block)
+        handle.seek(start)
+        left = end - start + 1
+        while left:
+            block = handle.read(min(CHUNK, left))
+            if not block:
+                break
+            self.wfile.write(block)
+            left -= len(block)
 
 
 class ShareServer(http.server.ThreadingHTTPServer):
