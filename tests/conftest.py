@@ -85,6 +85,15 @@ def pytest_configure(config):
     timing.register(config)
 
 
+def keyless(request):
+    """A planner request without an API key, served open (vllm_open_api=all) as every such plan was before a key
+    became required, unless it names a key or its own vllm_open_api. The tests of that rule plan without it."""
+    request = dict(request)
+    if not request.get("api_key") and not request.get("open_api"):
+        request["open_api"] = "all"
+    return request
+
+
 def without_processes(facts):
     """GPU facts as gpu_facts returned them on the device before it listed GPU processes (the captures under
     tests/unit/fixtures/*/gpu_facts-*.json). The list itself must be empty there: the captures' <processes>

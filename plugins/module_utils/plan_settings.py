@@ -251,7 +251,8 @@ def endpoint(planner):
 def client_endpoint(planner):
     """Where clients (and verify.yml, bench.yml, status.yml) reach the API: vLLM's port, or with the gateway its port
     (vllm_gateway_port, else the catalog's defaults.gateway_port), over https when the gateway has a certificate; ``url``
-    is the whole base URL at the host's management address (client_address: ansible_host, else the inventory name)."""
+    is the whole base URL at the host's management address (client_address: ansible_host, else the inventory name);
+    ``open`` is vllm_open_api for a plan without a key (None: clients send the key)."""
     endpoint = _client_endpoint(planner)
     address = str(planner.request.get("client_address") or planner.request.get("host") or "localhost").strip()
     if planner.replicas is not None:
@@ -260,6 +261,8 @@ def client_endpoint(planner):
     if ":" in address and not address.startswith("["):
         address = "[%s]" % address  # an IPv6 literal
     endpoint["url"] = "%s://%s:%d" % (endpoint["scheme"], address, endpoint["port"])
+    # How a plan without a key serves (vllm_open_api: loopback or all), else None: clients need the key.
+    endpoint["open"] = planner.open_api
     planner.client_endpoint = endpoint
 
 

@@ -27,6 +27,17 @@ def _figure_text(value):
     return _fmt(value)
 
 
+def endpoint_line(plan_dict):
+    """Where clients reach the API and whether they need the key (a worker of a cluster has no API of its own)."""
+    if plan_dict["node_role"] == "worker":
+        return "endpoint: none on a worker (the head serves the cluster's API)"
+    endpoint = plan_dict["endpoint"]
+    access = {None: "clients send the API key", "loopback": "NO API KEY, this host's own clients only (vllm_open_api=loopback)",
+              "all": "OPEN: NO API KEY, every route answers anyone (vllm_open_api=all)"}[endpoint.get("open")]
+    return "endpoint: %s/v1 (%s; %s)" % (endpoint["url"], "through the gateway" if endpoint["via"] == "gateway" else
+                                         "vLLM's own port", access)
+
+
 def summarize(plan_dict, host=None):
     """A readable per-node summary, one string per line."""
     lines = []
@@ -39,6 +50,7 @@ def summarize(plan_dict, host=None):
     lines.append("image: %s (vLLM %s, runtime %s)" % (plan_dict["image"] or "none, native venv: %s" % plan_dict.get("pip"),
                                                       plan_dict["release"], plan_dict["runtime"]))
     lines.append("command: %s" % shell_command(plan_dict))
+    lines.append(endpoint_line(plan_dict))
     if plan_dict["env"]:
         lines.append("env: %s" % " ".join("%s=%s" % kv for kv in sorted(plan_dict["env"].items())))
     if plan_dict["secret_env"]:

@@ -68,6 +68,8 @@ OBJECTIVES = cat.CatalogView(cat.objective_names)
 RUNTIMES = ("compose", "native")
 # What a cluster group's hosts become: one tensor-parallel server, or independent replicas behind one gateway.
 TOPOLOGIES = ("tensor-parallel", "replicas")
+# vllm_open_api: how a plan without an API key may serve (unset: it may not). docs/security.md says why.
+OPEN_API = ("loopback", "all")
 SERVE_ENTRYPOINT = ["vllm", "serve"]
 RAY_ENTRYPOINT = ["ray", "start"]
 # Settings a baseline was measured with; overriding one makes `expected` approximate.
@@ -403,7 +405,8 @@ class _Planner(object):
 
     def resolve_binding(self):
         """Where the API listens on the host: every address (the catalog's defaults.host), or loopback only when the
-        gateway (roles/vllm_gateway) fronts it, so that no route outside /v1 and /health is reachable from elsewhere.
+        gateway (roles/vllm_gateway) fronts it, so that no route outside /v1 and /health is reachable from elsewhere,
+        or when a plan without a key keeps it to this host (vllm_open_api=loopback).
 
         vllm_gateway unset: the gateway fronts a single node or a cluster's head that has an API key (vLLM's key guards
         only /v1, and a key says the operator wants the API guarded) and nothing else; on a cluster the head's API then
@@ -411,32 +414,71 @@ class _Planner(object):
         public = str(self.catalog["defaults"]["host"])
         requested = _as_bool(self.request, "gateway")
         keyed = not _unset(self.request.get("api_key"))
+        self.open_api = self.resolve_open_api(keyed, requested)
         self.bind_address = self.serve_host = public
         if self.replicas is not None:
             self.bind_replica(requested, public)
             return
-        if requested is None:
-            self.gateway = keyed
-            if not keyed:
-                self.reason("no API gateway: no API key is set (vllm_gateway unset), so every route of vLLM answers "
-                            "on %s; set vllm_api_key to guard /v1 and put the gateway in front" % public)
-        else:
-            self.gateway = requested
+        self.gateway = keyed if requested is None else requested
         if not self.gateway:
-            if requested is False and keyed:
+            if self.open_api == "loopback":
+                self.bind_loopback(public, "vllm_open_api=loopback: no API key, so only this host's own clients reach it")
+            elif requested is False and keyed:
                 self.reason("no API gateway: vllm_gateway=false (the bypass); vLLM answers /invocations, /metrics, "
                             "/tokenize, ... without the key on %s" % public)
             return
         if self.cluster:
             self.bind_head(requested)
             return
+        self.bind_loopback(public, "the gateway (%s) forwards only /v1 and /health to it" % (
+            "vllm_gateway" if requested else "on by default: an API key is set and vllm_gateway is unset"))
+
+    def bind_loopback(self, public, why):
         loopback = str(self.catalog["defaults"]["gateway_host"])
         self.bind_address = loopback
         # A container listens on every address of its own network namespace; Docker publishes the port on loopback.
         self.serve_host = public if self.runtime == "compose" else loopback
-        self.reason("API bound to %s: the gateway (%s) forwards only /v1 and /health to it%s" % (
-            loopback, "vllm_gateway" if requested else "on by default: an API key is set and vllm_gateway is unset",
-            " (compose publishes the container's port there)" if self.runtime == "compose" else ""))
+        self.reason("API bound to %s: %s%s" % (
+            loopback, why, " (compose publishes the container's port there)" if self.runtime == "compose" else ""))
+
+    def resolve_open_api(self, keyed, requested):
+        """vllm_open_api, the explicit word for a plan without an API key: 'loopback' keeps a single node's API on
+        127.0.0.1 (only the host itself reaches it), 'all' serves every route on every address without a key and says
+        so in the plan's warnings. Unset, a plan needs a key: check_open_api refuses it once every other check has
+        spoken, so that a plan with two mistakes names the other one first. A key, when there is one, wins."""
+        mode = _as_choice(self.request, "open_api", OPEN_API)
+        if mode and keyed:
+            # An inventory may say how its key-less runs serve while a vault or AWX supplies a key to others.
+            self.reason("vllm_open_api=%s has no effect: an API key is set (vllm_api_key, else the controller's "
+                        "VLLM_API_KEY), and clients send it" % mode)
+            return None
+        if mode == "loopback" and (self.cluster or self.replicas is not None):
+            _refuse("open-api-loopback", "vllm_open_api=loopback keeps the API on 127.0.0.1 of one host, but %s serves "
+                    "the cluster group's hosts over their link; set vllm_api_key (docs/security.md), or "
+                    "vllm_open_api=all to serve it without a key on purpose" % (
+                        "vllm_topology=replicas" if self.replicas is not None else "a tensor-parallel cluster"),
+                    "vllm_open_api", mode)
+        if mode == "loopback" and requested:
+            _refuse("open-api-gateway", "vllm_gateway=true would put nginx on every address in front of an API without a "
+                    "key, and vllm_open_api=loopback asks for this host only; set vllm_api_key to serve other hosts "
+                    "through the gateway, or unset vllm_gateway", "vllm_gateway", True)
+        return mode
+
+    def check_open_api(self):
+        """No silent open API: without a key a plan is refused unless vllm_open_api says how it may serve; with
+        vllm_open_api=all the plan's warnings (the summary, and verify's report) say that it is open and where."""
+        if "VLLM_API_KEY" in self.secret_env:
+            return
+        where = "%s:%d" % (self.bind_address, self.port)
+        if not self.open_api:
+            _refuse("open-api", "no API key: vllm_api_key is unset and the controller has no VLLM_API_KEY, so every "
+                    "route of vLLM (/v1, /invocations, /metrics, ...) would answer anyone on %s; set vllm_api_key from "
+                    "an ansible-vault file (docs/security.md), or say it on purpose: vllm_open_api=loopback (this "
+                    "host's own clients only) or vllm_open_api=all (every address, no key)" % where,
+                    "vllm_api_key", "(unset)")
+        if self.open_api == "all" and self.node_role in ("single", "head"):
+            self.warn("OPEN API (vllm_open_api=all): no API key, so every route of vLLM (/v1, /invocations, /metrics, "
+                      "...) answers anyone who reaches %s" % where)
 
     def bind_head(self, requested):
         """The gateway on a cluster (an API key with vllm_gateway unset, or vllm_gateway=true): the head's API binds its
@@ -462,9 +504,8 @@ class _Planner(object):
         # A container listens on every address of its own network namespace; compose publishes the port on this one.
         self.serve_host = public if self.runtime == "compose" else self.bind_address
         self.gateway = self.replicas["index"] == 0
-        self.reason("API bound to %s (the replica's link address): the gateway on %s forwards only /v1 and /health to it%s" % (
-            self.bind_address, self.replicas["front"], "" if not _unset(self.request.get("api_key")) else
-            "; no API key is set, so every route of vLLM answers there to whoever reaches the link"))
+        self.reason("API bound to %s (the replica's link address): the gateway on %s forwards only /v1 and /health to "
+                    "it" % (self.bind_address, self.replicas["front"]))
 
     # -- drafter -----------------------------------------------------------------------
 
@@ -834,6 +875,7 @@ class _Planner(object):
         else:
             self.single_node_env()
         plan_guards.apply_user_env(self)
+        self.check_open_api()
         expected = self.expected()
         ceiling = topology.decode_ceiling(self.catalog, self.profile_name, self.model_name, self.node_count)
         advice = topology.topology_advice(self.catalog, self.profile_name, self.model_name, self.drafter,

@@ -214,6 +214,15 @@ options:
         RV(plan.endpoint) is the front's gateway. See RV(plan.replicas).
     type: str
     choices: [tensor-parallel, replicas]
+  open_api:
+    description:
+      - How a plan without an API key (O(api_key)) may serve. Omitted, such a plan is refused, so that no API
+        answers every route without a key by accident.
+      - V(loopback) binds a single node's API to 127.0.0.1 (only the host's own clients reach it); V(all) serves
+        every address without a key, and the plan's warnings and C(open) in RV(plan.endpoint) say so.
+      - With O(api_key) set it has no effect.
+    type: str
+    choices: [loopback, all]
   catalog_path:
     description:
       - Catalog file to read instead of the collection's C(data/catalog.yml).
@@ -392,10 +401,11 @@ plan:
       description:
         - Where clients reach the API, what verify, bench and status use. C(via) is C(vllm) (vLLM's own port, C(http))
           or C(gateway) (O(gateway_port), C(https) with O(gateway_tls)); C(scheme) and C(port).
+        - C(open) is O(open_api) for a plan without a key, else null (clients send the key).
         - C(url) is the base URL clients use, at the host's C(ansible_host) (else its inventory name); verify.yml,
           bench.yml and status.yml read it, and C(vllm_verify_url) overrides it for verify and bench.
       type: dict
-      sample: {via: vllm, scheme: http, port: 8000, url: "http://192.0.2.10:8000"}
+      sample: {via: vllm, scheme: http, port: 8000, url: "http://192.0.2.10:8000", open: null}
     drafter_model:
       description:
         - The drafter's checkpoint that the weights role places beside the model and the cluster copies to every

@@ -31,6 +31,7 @@ _SPEC = importlib.util.spec_from_file_location("sparkfleet_tests_conftest", path
 _SHARED = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(_SHARED)
 REPO, IN_CI, require, run, tool = _SHARED.REPO, _SHARED.IN_CI, _SHARED.require, _SHARED.run, _SHARED.tool
+keyless = _SHARED.keyless
 
 VLLM_VENV = REPO / ".venv-vllm"
 # localhost in vllm_single: the plays' default targets, no override needed.
@@ -59,8 +60,10 @@ TEST_SECRETS = {"vllm_hf_token": FAKE_HF_TOKEN}
 def stand_in_plan(port=TEST_PORT, max_num_seqs=None, gateway=None, gateway_port=None, api_key=None, **request):
     """The plan the planner writes for profile `cpu` (the local default's stand-ins) on `port` (behind the API
     gateway when `gateway`, or by default when `api_key` is given; clients reaching it on `gateway_port`), with the
-    test secrets above in secret_env. Further keys of the planner's request (e.g. compose_standin_request()) go as
-    given. No hand-written copy: argv, env and expected are the planner's."""
+    test secrets above in secret_env. Without `api_key` the plan keeps the API on this machine's loopback
+    (vllm_open_api=loopback, as inventories/local does), where these tests reach it. Further keys of the planner's
+    request (e.g. compose_standin_request()) go as given. No hand-written copy: argv, env and expected are the
+    planner's."""
     sys.path.insert(0, str(REPO / ".collections"))
     from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog, planner  # noqa: PLC0415
 
@@ -73,6 +76,8 @@ def stand_in_plan(port=TEST_PORT, max_num_seqs=None, gateway=None, gateway_port=
         request["gateway_port"] = gateway_port
     if api_key is not None:
         request["api_key"] = api_key
+    else:
+        request.setdefault("open_api", "loopback")
     plan = planner.plan(catalog.load_catalog(), request)
     plan["secret_env"] = list(TEST_SECRET_ENV)
     return plan

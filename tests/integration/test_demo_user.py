@@ -155,6 +155,14 @@ def test_make_demo_as_an_ordinary_user(demo_user):
     assert proc.returncode == 0, output[-8000:]
     assert "it answers: '" in output or 'it answers: "' in output, output[-3000:]
 
+    # No key in inventories/local, said there on purpose (vllm_open_api=loopback): the plan and verify say so, and
+    # vLLM listens on loopback only.
+    assert "NO API KEY, this host's own clients only (vllm_open_api=loopback)" in output, output[-3000:]
+    assert "access: NO API KEY: only clients on the host itself reach 127.0.0.1:%d (vllm_open_api=loopback)" % PORT \
+        in output, output[-3000:]
+    listening = [line.split()[3] for line in run(["ss", "-Hltn", "sport = :%d" % PORT]).stdout.splitlines()]
+    assert listening and all(a.startswith("127.0.0.1:") for a in listening), listening
+
     # The API answers from outside the user's session.
     body = {"model": LOCAL_MODEL["served_name"], "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 8}
     request = urllib.request.Request("http://127.0.0.1:%d/v1/chat/completions" % PORT, data=json.dumps(body).encode(),

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import REPO, require, run, tool
+from conftest import REPO, keyless, require, run, tool
 
 INVENTORIES = {
     # inventory: (hosts in order, profile, model, node_role of the first host)
@@ -29,12 +29,18 @@ CONTRACT_KEYS = ("image", "argv", "env", "secret_env", "node_role", "expected", 
 # machine. The bound is a generous upper one, not a speed claim: a plan run that started reaching hosts or
 # retrying (each SSH connect timeout is 10 s, each ansible retry more) overshoots it on any machine.
 LIMIT_S = 60.0
+# The key an operator's controller holds (AWX injects it the same way): plans of the shipped inventories need one.
+CONTROLLER_KEY = "sk-controller-env-0123456789"
 
 
-def playbook(inventory, plan_dir, *extra, check=True):
+def playbook(inventory, plan_dir, *extra, check=True, key=CONTROLLER_KEY):
+    """playbooks/plan.yml on ``inventory``, with ``key`` as the controller's VLLM_API_KEY (None: no key anywhere)."""
     require(tool("ansible-playbook"), "ansible-playbook (run `make venv`)")
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_API_KEY"}
+    env.update(ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                PATH=os.path.dirname(tool("ansible-playbook")) + os.pathsep + os.environ.get("PATH", ""))
+    if key:
+        env["VLLM_API_KEY"] = key
     cmd = [tool("ansible-playbook"), "playbooks/plan.yml", "-i", "inventories/%s" % inventory, "-e", "plan_dir=%s" % plan_dir]
     started = time.monotonic()
     proc = run(cmd + list(extra), timeout=120, check=check, env=env)
@@ -90,6 +96,19 @@ def test_refused_plan_exits_non_zero_with_the_reason_on_stderr(tmp_path):
     assert "vllm_drafter=none" in proc.stderr
     assert load_plans(tmp_path) == {}, "a refused plan writes nothing"
     assert elapsed < LIMIT_S
+
+
+@pytest.mark.parametrize("inventory", ["spark1", "spark2"])
+def test_no_key_is_refused_before_a_host_is_reached(inventory, tmp_path):
+    """No vllm_api_key and no VLLM_API_KEY on the controller: plan.yml (the first play of site.yml) refuses every node,
+    naming the address the API would have answered on and both ways out; no plan is written."""
+    proc, _elapsed = playbook(inventory, tmp_path, check=False, key=None)
+    assert proc.returncode != 0
+    assert "no API key: vllm_api_key is unset and the controller has no VLLM_API_KEY" in proc.stderr, proc.stderr
+    assert "vllm_open_api=loopback" in proc.stderr and "[rule: open-api]" in proc.stderr
+    assert load_plans(tmp_path) == {}, "a refused plan writes nothing"
+    opted = playbook(inventory, tmp_path, "-e", "vllm_open_api=all", key=None)[0]
+    assert "OPEN API (vllm_open_api=all)" in opted.stdout and "OPEN: NO API KEY" in opted.stdout, opted.stdout
 
 
 def test_refused_override_names_the_variable(tmp_path):
@@ -165,7 +184,7 @@ def test_planned_argv_parses_with_vllms_own_cli_parser():
                     request = {"profile": profile, "model": model, "drafter": drafter, "node_count": nodes,
                                "executor": executor, "head_address": "192.0.2.101" if nodes > 1 else None}
                     try:
-                        plans = planner.plan_cluster(catalog, request, ["192.0.2.10%d" % (i + 1) for i in range(nodes)])
+                        plans = planner.plan_cluster(catalog, keyless(request), ["192.0.2.10%d" % (i + 1) for i in range(nodes)])
                     except planner.PlanError:
                         continue
                     for plan in plans:

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from canary import command_lines, run_sampled
-from conftest import LOCAL_INVENTORY, REPO, ansible_env, ansible_playbook, native_vars, run, stand_in_plan, tool
+from conftest import LOCAL_INVENTORY, REPO, ansible_env, ansible_playbook, keyless, native_vars, run, stand_in_plan, tool
 
 GENERATOR = REPO / "roles/weights/files/generate_tiny_model.py"
 DOWNLOADER = REPO / "roles/weights/files/download_weights.py"
@@ -117,7 +117,7 @@ def gemma4_plan(model):
     from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat  # noqa: PLC0415
     from ansible_collections.sparkfleet.vllm.plugins.module_utils import planner
 
-    return planner.plan(cat.load_catalog(), {"profile": "cpu", "model": model})
+    return planner.plan(cat.load_catalog(), keyless({"profile": "cpu", "model": model}))
 
 
 def gemma4_snapshot(hf_home, checkpoint):

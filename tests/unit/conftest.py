@@ -19,7 +19,7 @@ _SPEC = importlib.util.spec_from_file_location("sparkfleet_tests_conftest", path
 _SHARED = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(_SHARED)
 REPO, IN_CI, require, run, tool = _SHARED.REPO, _SHARED.IN_CI, _SHARED.require, _SHARED.run, _SHARED.tool
-failed_tasks, without_processes = _SHARED.failed_tasks, _SHARED.without_processes
+failed_tasks, without_processes, keyless = _SHARED.failed_tasks, _SHARED.without_processes, _SHARED.keyless
 
 HARNESS = REPO / "tests" / "harness"
 DEVICE = HARNESS / "device"

@@ -27,7 +27,7 @@ import yaml
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import bench_report as br
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import bench_run, diagnose, planner, smoke
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
-from conftest import SUMMARY_LINE, SUMMARY_LINE_COUNTS, load_h200_catalog_module, load_harness_module, paired_cell
+from conftest import SUMMARY_LINE, SUMMARY_LINE_COUNTS, keyless, load_h200_catalog_module, load_harness_module, paired_cell
 
 catalog_validate = load_harness_module("catalog_validate.py")
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -99,7 +99,7 @@ def test_the_planner_still_plans_the_argv_that_ran_on_the_gpu(h200_catalog, devi
     request = {"model": device_vars["vllm_model"], "profile": device_vars["vllm_profile"],
                "runtime": device_vars["vllm_runtime"], "gpu_memory_utilization": device_vars["vllm_gpu_memory_utilization"],
                "port": 8000}  # the plan role's inputs that the device inventory sets (port: its default)
-    plan = planner.plan(h200_catalog, request)
+    plan = planner.plan(h200_catalog, keyless(request))
     assert plan["argv"] == captured["argv"], "a planner change altered the argv that served on the H200"
     for key in ("release", "pip", "runtime", "served_name", "port", "profile", "secret_env"):
         assert plan[key] == captured[key], key
@@ -111,8 +111,8 @@ def test_the_planner_still_plans_the_argv_that_ran_on_the_gpu(h200_catalog, devi
 
 def test_the_planner_still_plans_gemma4s_argv_that_ran(h200_catalog):
     captured = plan_h200()
-    plan = planner.plan(h200_catalog, {"model": GEMMA4_MODEL, "profile": "h200_standin", "runtime": "native",
-                                       "gpu_memory_utilization": 0.5, "port": 8000})
+    plan = planner.plan(h200_catalog, keyless({"model": GEMMA4_MODEL, "profile": "h200_standin", "runtime": "native",
+                                       "gpu_memory_utilization": 0.5, "port": 8000}))
     assert plan["argv"] == captured["argv"], "a planner change altered the argv that served on the H200"
     for flag in ("--reasoning-parser", "--tool-call-parser"):
         assert plan["argv"][plan["argv"].index(flag) + 1] == "gemma4"

@@ -59,6 +59,10 @@ REFUSAL_CATCHERS = {
     R + "planner._Planner.resolve_runtime:runtime#2": [
         CATCHERS_FILE + "test_native_runtime_is_refused_for_a_release_without_a_pip_package"],
     R + "planner._Planner.bind_replica:replicas-gateway": [PLANNER + "test_replicas_refuse_the_gateway_bypass"],
+    R + "planner._Planner.resolve_open_api:open-api-loopback": [PLANNER + "test_open_api_refusals[cluster-loopback]"],
+    R + "planner._Planner.resolve_open_api:open-api-gateway": [PLANNER + "test_open_api_refusals[loopback-gateway]"],
+    R + "planner._Planner.check_open_api:open-api": [
+        PLANNER + "test_a_plan_without_a_key_is_refused_unless_it_says_how_it_may_serve[single]"],
     R + "planner._Planner.drafter_refusal:drafter": [DOCUMENTED % 20],
     R + "planner._Planner.drafter_refusal:profile-drafter": [DOCUMENTED % 5],
     R + "planner._Planner.drafter_refusal:release-defect": [DOCUMENTED % 0],

@@ -244,6 +244,8 @@ def write_inventories(root):
                 "plan_catalog_path": str(catalog), "vllm_cluster_interface": default_interface(),
                 "vllm_cluster_hca": "standin-no-roce", "preflight_link_interface": "{{ vllm_cluster_interface }}",
                 "preflight_require_rdma": False, "head_link_ip": interface_address(default_interface()),
+                # No key here: the pair's cases are refused by preflight, after a plan that serves open on purpose.
+                "vllm_open_api": "all",
             },
             "children": {"vllm_cluster": {"hosts": {
                 "node-a": {"vllm_cluster_link_ip": "{{ head_link_ip }}"},
@@ -387,7 +389,8 @@ def test_bad_input_is_refused_before_any_change(item, outcomes):
 def test_case_insensitive_names_are_accepted(case_id, inventory, extra, shown, tmp_path):
     """Names are matched case-insensitively by design: a wrong case is normalised, not refused."""
     require(tool("ansible-playbook"), "ansible-playbook (run `make venv`)")
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+    # The controller holds a key, as an operator's does (a plan without one is refused for that alone).
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", VLLM_API_KEY="sk-accepted-0123456789",
                PATH="%s:%s" % (pathlib.Path(tool("ansible-playbook")).parent, os.environ.get("PATH", "")))
     cmd = [tool("ansible-playbook"), "playbooks/plan.yml", "-i", "inventories/%s" % inventory,
            "-e", json.dumps(dict(extra, plan_dir=str(tmp_path)))]

@@ -10,6 +10,7 @@ import pytest
 from ansible.playbook.play_context import PlayContext
 
 from ansible_collections.sparkfleet.vllm.plugins.action import plan as plan_action
+from conftest import keyless
 
 
 def _task(args, check_mode=False):
@@ -24,7 +25,7 @@ def _task(args, check_mode=False):
 
 def _run(args, task_vars, check_mode=False):
     connection = mock.MagicMock()
-    action = plan_action.ActionModule(_task(args, check_mode), connection, PlayContext(), loader=mock.MagicMock(),
+    action = plan_action.ActionModule(_task(keyless(args), check_mode), connection, PlayContext(), loader=mock.MagicMock(),
                                       templar=mock.MagicMock(), shared_loader_obj=None)
     result = action.run(task_vars=task_vars)
     assert not connection.exec_command.called and not connection.put_file.called, "the planner must not touch the host"

@@ -16,7 +16,7 @@ import yaml
 from ansible_collections.sparkfleet.vllm.plugins.action import plan as plan_action
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import plan_summary, planner
-from conftest import REPO
+from conftest import REPO, keyless
 
 CHECKPOINTS = {
     "31b": "unsloth/gemma-4-31B-it-NVFP4",
@@ -52,7 +52,7 @@ def flag(argv, name):
 
 
 def make(catalog, **request):
-    return planner.plan(catalog, request)
+    return planner.plan(catalog, keyless(request))
 
 
 # --- golden: single node ---------------------------------------------------------
@@ -191,8 +191,8 @@ def test_a_defect_with_an_unknown_condition_is_the_catalogs_error(catalog):
     defect = next(d for r in broken["releases"].values() for d in r.get("defects") or [])
     defect["when"] = {"gpus": [1]}
     with pytest.raises(cat.CatalogError, match="unknown condition gpus"):
-        planner.plan(broken, {"profile": "rtx_pro_6000", "release": next(
-            name for name, r in broken["releases"].items() if defect in (r.get("defects") or []))})
+        planner.plan(broken, keyless({"profile": "rtx_pro_6000", "release": next(
+            name for name, r in broken["releases"].items() if defect in (r.get("defects") or []))}))
 
 
 @pytest.mark.parametrize("release,needed", [("v0.26.0", True), ("v0.27.0", True), ("v0.29.0", False), ("v0.30.0", False)])
@@ -233,7 +233,7 @@ def test_cluster_golden(catalog, nodes, model, drafter, executor):
     addresses = ["192.0.2.10%d" % (i + 1) for i in range(nodes)]
     request = {"profile": "dgx_spark", "model": model, "drafter": drafter, "node_count": nodes, "executor": executor,
                "head_address": addresses[0], "cluster_interface": "enp1s0f1np1", "cluster_hca": "rocep1s0f1"}
-    plans = planner.plan_cluster(catalog, request, addresses)
+    plans = planner.plan_cluster(catalog, keyless(request), addresses)
     head, workers = plans[0], plans[1:]
     assert head["node_role"] == "head" and all(w["node_role"] == "worker" for w in workers)
     argv = head["argv"]
@@ -275,7 +275,7 @@ def _spark_cluster(catalog, nodes, **request):
     base = {"profile": "dgx_spark", "node_count": nodes, "head_address": addresses[0], "cluster_interface": "enp1s0f1np1",
             "cluster_hca": "rocep1s0f1"}
     base.update(request)
-    return planner.plan_cluster(catalog, base, addresses)
+    return planner.plan_cluster(catalog, keyless(base), addresses)
 
 
 @pytest.mark.parametrize("nodes,single,aggregate", [(2, 15.5, 116), (4, 24.8, 157)])
@@ -397,7 +397,7 @@ DOCUMENTED_FAILURES = [
 @pytest.mark.parametrize("request_,needles", DOCUMENTED_FAILURES, ids=[str(i) for i in range(len(DOCUMENTED_FAILURES))])
 def test_documented_failures_are_refused(catalog, request_, needles):
     with pytest.raises(planner.PlanError) as err:
-        planner.plan(catalog, request_)
+        planner.plan(catalog, keyless(request_))
     for needle in needles:
         assert needle in str(err.value), "%r not in %r" % (needle, str(err.value))
     assert "[rule: " in str(err.value)
@@ -417,13 +417,13 @@ def test_5090_31b_with_vision_at_the_encoder_floor_fits_9056_tokens(catalog):
     assert flag(plan["argv"], "--max-model-len") == "9056" and flag(plan["argv"], "--max-num-batched-tokens") == "4096"
     assert any("at most 9,056 tokens" in w for w in plan["warnings"]), plan["warnings"]
     with pytest.raises(planner.PlanError) as err:
-        planner.plan(catalog, {"profile": "rtx_5090", "model": "31b", "drafter": "none", "language_model_only": False,
-                               "max_model_len": 9057, "max_num_batched_tokens": 4096})
+        planner.plan(catalog, keyless({"profile": "rtx_5090", "model": "31b", "drafter": "none", "language_model_only": False,
+                               "max_model_len": 9057, "max_num_batched_tokens": 4096}))
     assert "one 9,056-token request" in str(err.value) and "--max-num-batched-tokens 4096" in str(err.value)
     # At the shipped 8192 the refusal points at the lower budget that fits more.
     with pytest.raises(planner.PlanError) as err:
-        planner.plan(catalog, {"profile": "rtx_5090", "model": "31b", "drafter": "none", "language_model_only": False,
-                               "max_model_len": 9056})
+        planner.plan(catalog, keyless({"profile": "rtx_5090", "model": "31b", "drafter": "none", "language_model_only": False,
+                               "max_model_len": 9056}))
     assert "one 7,120-token request" in str(err.value) and "vllm_max_num_batched_tokens=4096 it holds 9,056" in str(err.value)
 
 
@@ -466,7 +466,7 @@ def test_auto_drafter(catalog, profile, model, objective, nodes, chosen):
     request = {"profile": profile, "model": model, "drafter": "auto", "objective": objective, "node_count": nodes}
     if nodes > 1:
         request["head_address"] = "192.0.2.101"
-    plan = planner.plan(catalog, request)
+    plan = planner.plan(catalog, keyless(request))
     assert plan["drafter"] == chosen
     assert any("vllm_drafter=auto" in r for r in plan["reasons"])
 
@@ -687,10 +687,10 @@ def test_the_moe_stand_in_takes_expert_parallelism_from_the_real_model(catalog):
     request = {"profile": "cpu", "model": "tiny-26b-a4b", "node_count": 2, "node_index": 0, "executor": "mp",
                "head_address": "192.0.2.101", "node_address": "192.0.2.101", "cluster_interface": "lo",
                "cluster_hca": "none"}
-    plan = planner.plan(changed, request)
+    plan = planner.plan(changed, keyless(request))
     assert "--enable-expert-parallel" in plan["argv"] and plan["settings"]["expert_parallel"] is True
     assert "tiny-26b-a4b" not in [m for m, v in changed["models"].items() if v.get("cluster_needs_expert_parallel")]
-    dense = planner.plan(changed, dict(request, model="tiny-31b"))
+    dense = planner.plan(changed, keyless(dict(request, model="tiny-31b")))
     assert "--enable-expert-parallel" not in dense["argv"]
 
 
@@ -825,7 +825,7 @@ BAD_INPUT = [
 @pytest.mark.parametrize("request_,message", BAD_INPUT, ids=[str(i) for i in range(len(BAD_INPUT))])
 def test_bad_input_is_refused_with_its_message(catalog, request_, message):
     with pytest.raises(planner.PlanError) as err:
-        planner.plan(catalog, request_)
+        planner.plan(catalog, keyless(request_))
     assert message in str(err.value), str(err.value)
 
 
@@ -919,7 +919,7 @@ def plan_play(catalog, inventory, extra):
         derived.update(plan_action.group_request(task_vars))
         request.update({k: v for k, v in derived.items() if request.get(k) in (None, "")})
         try:
-            outcome[host] = planner.plan(catalog, request)
+            outcome[host] = planner.plan(catalog, keyless(request))
         except planner.PlanError as err:
             outcome[host] = str(err)
     return outcome
@@ -1159,7 +1159,7 @@ def test_objectives_are_the_catalogs(catalog):
     # A catalog with another objective plans with it: the planner holds no list of its own.
     changed = cat.load_catalog()  # a copy: the module-scoped fixture stays as loaded
     changed["objectives"]["kv_capacity"] = {"description": "most KV cache", "metric": "kv_cache_tokens", "label": "KV"}
-    plan = planner.plan(changed, {"profile": "rtx_5090", "model": "12b", "drafter": "auto", "objective": "kv_capacity"})
+    plan = planner.plan(changed, keyless({"profile": "rtx_5090", "model": "12b", "drafter": "auto", "objective": "kv_capacity"}))
     assert plan["objective"] == "kv_capacity"
     # 12b on the RTX 5090: KV tokens none 1.02M > mtp 943,756 > dflash 758,979.
     assert plan["drafter"] == "none" and any("objective kv_capacity picks the best measured KV" in r for r in plan["reasons"])
@@ -1342,7 +1342,7 @@ def test_duplicate_link_addresses_are_refused(catalog):
     assert err.value.rule == "cluster-link-ip" and err.value.variable == "vllm_cluster_link_ip"
     assert "vllm_cluster_link_ip 192.0.2.101 is set for both spark-01 and spark-02" in str(err.value)
     with pytest.raises(planner.PlanError):
-        planner.plan_cluster(catalog, dict(SPARK2), ["192.0.2.101", "192.0.2.101"])
+        planner.plan_cluster(catalog, keyless(dict(SPARK2)), ["192.0.2.101", "192.0.2.101"])
 
 
 def test_one_machine_as_two_nodes_may_share_its_address(catalog):
@@ -1406,12 +1406,12 @@ def test_v030_e_series_aggregate_drop_is_warned(catalog):
 
 def test_e2b_on_four_sparks_warns_of_its_within_run_sag(catalog):
     # The notes: "a second start held 94 tok/s for three of its eight runs, then sagged to 79-88".
-    plans = planner.plan_cluster(catalog, {"profile": "dgx_spark", "model": "e2b", "node_count": 4, "head_address": "192.0.2.101",
-                                           "cluster_interface": "enp1s0f1np1", "cluster_hca": "rocep1s0f1"},
+    plans = planner.plan_cluster(catalog, keyless({"profile": "dgx_spark", "model": "e2b", "node_count": 4, "head_address": "192.0.2.101",
+                                           "cluster_interface": "enp1s0f1np1", "cluster_hca": "rocep1s0f1"}),
                                  ["192.0.2.10%d" % i for i in range(1, 5)])
     assert any("sagged to 79-88" in w for w in plans[0]["warnings"]), plans[0]["warnings"]
-    two = planner.plan_cluster(catalog, {"profile": "dgx_spark", "model": "e2b", "node_count": 2, "head_address": "192.0.2.101",
-                                         "cluster_interface": "enp1s0f1np1", "cluster_hca": "rocep1s0f1"},
+    two = planner.plan_cluster(catalog, keyless({"profile": "dgx_spark", "model": "e2b", "node_count": 2, "head_address": "192.0.2.101",
+                                         "cluster_interface": "enp1s0f1np1", "cluster_hca": "rocep1s0f1"}),
                                ["192.0.2.101", "192.0.2.102"])
     assert not any("sagged" in w for w in two[0]["warnings"])
 
@@ -1441,10 +1441,10 @@ def test_the_compile_cache_knowledge_is_the_catalogs(catalog):
         "first_start_failure": "the first start then fails once more for lack of KV cache", "notes": NOTES_COMPILE_CACHE}]
     changed = copy.deepcopy(catalog)
     changed["rules"]["compile_cache_settings"][0]["notes"] = "edited in the catalog"
-    warned = planner.plan(changed, {"profile": "rtx_pro_6000", "max_model_len": 131072})["warnings"]
+    warned = planner.plan(changed, keyless({"profile": "rtx_pro_6000", "max_model_len": 131072}))["warnings"]
     assert any('(the notes: "edited in the catalog")' in w for w in warned), warned
     changed["rules"]["compile_cache_settings"] = []
-    warned = planner.plan(changed, {"profile": "rtx_pro_6000", "max_model_len": 131072})["warnings"]
+    warned = planner.plan(changed, keyless({"profile": "rtx_pro_6000", "max_model_len": 131072}))["warnings"]
     assert not any("compile cache" in w for w in warned), warned
 
 
@@ -1501,7 +1501,7 @@ def test_the_gateway_on_a_cluster_fronts_the_head_bound_to_its_link_address(cata
     head = make(catalog, **SPARK2, gateway=True, runtime="native", client_address="192.0.2.11")
     assert head["gateway"] is True and head["bind_address"] == "192.0.2.101" == flag(head["argv"], "--host")
     assert head["endpoint"] == {"via": "gateway", "scheme": "http", "port": catalog["defaults"]["gateway_port"],
-                                "url": "http://192.0.2.11:%d" % catalog["defaults"]["gateway_port"]}
+                                "url": "http://192.0.2.11:%d" % catalog["defaults"]["gateway_port"], "open": "all"}
     assert any(r.startswith("API bound to 192.0.2.101 (the head's link address)") for r in head["reasons"]), head["reasons"]
     worker_request = {"profile": "dgx_spark", "node_count": 2, "node_index": 1, "head_address": "192.0.2.101",
                       "node_address": "192.0.2.102", "gateway": True, "executor": "mp"}
@@ -1526,10 +1526,79 @@ def test_a_key_puts_the_gateway_in_front_by_default(catalog, runtime):
             plan["reasons"]
 
 
-def test_without_a_key_the_default_is_no_gateway_and_the_plan_says_why(catalog):
-    plan = make(catalog, profile="rtx_pro_6000")
-    assert plan["gateway"] is False and plan["bind_address"] == "0.0.0.0" and plan["endpoint"]["via"] == "vllm"
-    assert any(r.startswith("no API gateway: no API key is set") for r in plan["reasons"]), plan["reasons"]
+@pytest.mark.parametrize("request_", [{"profile": "rtx_pro_6000"}, {"profile": "cpu", "runtime": "native"}, SPARK2,
+                                      dict(SPARK2, node_index=1, node_address="192.0.2.102")],
+                         ids=["single", "local-default", "head", "worker"])
+def test_a_plan_without_a_key_is_refused_unless_it_says_how_it_may_serve(catalog, request_):
+    """No silent open API: without vllm_api_key (nor the controller's VLLM_API_KEY, which the plan role passes as the
+    same api_key) a plan is refused, naming the address every route would have answered on and the two explicit
+    ways out; a cluster's every node alike. planner.plan directly: no keyless() here."""
+    with pytest.raises(planner.PlanError) as err:
+        planner.plan(catalog, dict(request_))
+    assert err.value.rule == "open-api" and err.value.variable == "vllm_api_key", str(err.value)
+    for needle in ("no API key: vllm_api_key is unset", "would answer anyone on 0.0.0.0:8000", "set vllm_api_key from an "
+                   "ansible-vault file", "vllm_open_api=loopback (this host's own clients only)", "vllm_open_api=all"):
+        assert needle in str(err.value), str(err.value)
+
+
+def test_another_mistake_is_named_before_the_missing_key(catalog):
+    """The key rule speaks last: a plan with a bad value and no key is refused for the bad value."""
+    with pytest.raises(planner.PlanError) as err:
+        planner.plan(catalog, {"profile": "rtx_pro_6000", "gpu_memory_utilization": 1.5})
+    assert err.value.rule == "gpu-util", str(err.value)
+
+
+def test_open_api_all_serves_every_address_and_the_summary_says_so(catalog):
+    """vllm_open_api=all: every address, no gateway, and the plan's warnings and its summary's endpoint line say in
+    plain words that every route answers without a key, and where."""
+    plan = planner.plan(catalog, {"profile": "rtx_pro_6000", "open_api": "all", "client_address": "192.0.2.10"})
+    assert plan["bind_address"] == "0.0.0.0" == flag(plan["argv"], "--host") and plan["gateway"] is False
+    assert plan["endpoint"]["open"] == "all" and "VLLM_API_KEY" not in plan["secret_env"]
+    assert any(w.startswith("OPEN API (vllm_open_api=all): no API key") and w.endswith("anyone who reaches 0.0.0.0:8000")
+               for w in plan["warnings"]), plan["warnings"]
+    summary = plan_summary.summarize(plan)
+    assert "endpoint: http://192.0.2.10:8000/v1 (vLLM's own port; OPEN: NO API KEY, every route answers anyone " \
+           "(vllm_open_api=all))" in summary, summary
+    assert any(line.startswith("WARNING: OPEN API") for line in summary), summary
+    # A key wins over the inventory's word for key-less runs (a vault or AWX supplies one to some runs only).
+    keyed = planner.plan(catalog, {"profile": "rtx_pro_6000", "api_key": KEY, "client_address": "192.0.2.10",
+                                   "open_api": "all"})
+    assert keyed["endpoint"]["open"] is None and not any("OPEN API" in w for w in keyed["warnings"])
+    assert keyed["gateway"] is True and keyed["bind_address"] == "127.0.0.1"
+    assert "vllm_open_api=all has no effect: an API key is set (vllm_api_key, else the controller's VLLM_API_KEY), " \
+           "and clients send it" in keyed["reasons"], keyed["reasons"]
+    assert "endpoint: http://192.0.2.10:8080/v1 (through the gateway; clients send the API key)" in \
+        plan_summary.summarize(keyed)
+
+
+@pytest.mark.parametrize("runtime,host", [("native", "127.0.0.1"), ("compose", "0.0.0.0")])
+def test_open_api_loopback_keeps_a_single_node_on_this_host(catalog, runtime, host):
+    """vllm_open_api=loopback: no key, the API bound to 127.0.0.1 (under compose vLLM keeps every address of its
+    container and Docker publishes the port on loopback), no gateway, and nothing warns of an open API."""
+    plan = planner.plan(catalog, {"profile": "rtx_pro_6000", "open_api": "loopback", "runtime": runtime})
+    assert plan["bind_address"] == "127.0.0.1" and flag(plan["argv"], "--host") == host and plan["gateway"] is False
+    assert plan["endpoint"] == {"via": "vllm", "scheme": "http", "port": 8000, "url": "http://localhost:8000",
+                                "open": "loopback"}
+    assert any(r.startswith("API bound to 127.0.0.1: vllm_open_api=loopback") for r in plan["reasons"]), plan["reasons"]
+    assert not any("OPEN API" in w for w in plan["warnings"]), plan["warnings"]
+    assert "NO API KEY, this host's own clients only (vllm_open_api=loopback)" in plan_summary.endpoint_line(plan)
+
+
+@pytest.mark.parametrize("request_,rule,variable,needle", [
+    (dict(SPARK2, open_api="loopback"), "open-api-loopback", "vllm_open_api", "but a tensor-parallel cluster serves"),
+    ({"profile": "dgx_spark", "node_count": 2, "node_index": 0, "head_address": "10.0.0.1", "node_address": "10.0.0.1",
+      "cluster_nodes": [{"host": "spark-1", "address": "10.0.0.1", "client": "192.0.2.11"},
+                        {"host": "spark-2", "address": "10.0.0.2", "client": "192.0.2.12"}],
+      "topology": "replicas", "open_api": "loopback"}, "open-api-loopback", "vllm_open_api", "but vllm_topology=replicas"),
+    ({"profile": "rtx_pro_6000", "open_api": "loopback", "gateway": True}, "open-api-gateway", "vllm_gateway",
+     "vllm_gateway=true would put nginx on every address in front of an API without a key"),
+    ({"profile": "rtx_pro_6000", "open_api": "yes"}, "choice", "vllm_open_api",
+     "unknown open api 'yes'; set vllm_open_api to one of: loopback, all"),
+], ids=["cluster-loopback", "replicas-loopback", "loopback-gateway", "not-a-choice"])
+def test_open_api_refusals(catalog, request_, rule, variable, needle):
+    with pytest.raises(planner.PlanError) as err:
+        planner.plan(catalog, request_)
+    assert err.value.rule == rule and err.value.variable == variable and needle in str(err.value), str(err.value)
 
 
 def test_false_bypasses_the_gateway_despite_a_key_and_says_what_answers(catalog):
@@ -1562,15 +1631,16 @@ def test_the_plan_says_where_clients_reach_the_api(catalog):
     """plan.endpoint: vLLM's own port without the gateway; the gateway's (the catalog's 8080, or vllm_gateway_port),
     https when the gateway has a certificate. verify.yml, bench.yml and status.yml read it."""
     assert make(catalog, profile="cpu", port=8001, client_address="192.0.2.10")["endpoint"] == {
-        "via": "vllm", "scheme": "http", "port": 8001, "url": "http://192.0.2.10:8001"}
+        "via": "vllm", "scheme": "http", "port": 8001, "url": "http://192.0.2.10:8001", "open": "all"}
     plan = make(catalog, profile="cpu", gateway=True, host="box")
     gateway_port = catalog["defaults"]["gateway_port"]
     assert plan["endpoint"] == {"via": "gateway", "scheme": "http", "port": gateway_port,
-                                "url": "http://box:%d" % gateway_port}, "without an address: the inventory name"
+                                "url": "http://box:%d" % gateway_port, "open": "all"}, "without an address: the inventory name"
     assert plan["port"] == catalog["defaults"]["port"] and plan["bind_address"] == "127.0.0.1"
     tls = make(catalog, profile="rtx_pro_6000", runtime="compose", gateway=True, gateway_port="8443", gateway_tls=True,
                client_address="2001:db8::7")
-    assert tls["endpoint"] == {"via": "gateway", "scheme": "https", "port": 8443, "url": "https://[2001:db8::7]:8443"}
+    assert tls["endpoint"] == {"via": "gateway", "scheme": "https", "port": 8443, "url": "https://[2001:db8::7]:8443",
+                               "open": "all"}
     assert any("https://<host>:8443" in r for r in tls["reasons"]), tls["reasons"]
     with pytest.raises(planner.PlanError) as err:
         make(catalog, profile="cpu", gateway=True, port=9000, gateway_port=9000)
@@ -1599,10 +1669,10 @@ def test_a_stand_in_cluster_is_compared_with_the_real_cluster(nodes, executor):
     sim = importlib.util.spec_from_file_location("sim_catalog", REPO / "tests/cluster/sim_catalog.py")
     module = importlib.util.module_from_spec(sim)
     sim.loader.exec_module(module)
-    plan = planner.plan(module.sim_catalog(), {
+    plan = planner.plan(module.sim_catalog(), keyless({
         "profile": "cpu", "model": "tiny-26b-a4b", "node_count": nodes, "node_index": 0, "executor": executor,
         "head_address": "172.29.47.11", "node_address": "172.29.47.11", "cluster_interface": "eth0",
-        "cluster_hca": "standin-no-roce"})
+        "cluster_hca": "standin-no-roce"}))
     assert plan["stand_in_for"]["profile"] == "dgx_spark"
     assert not [w for w in plan["warnings"] if "stand-in for" in w], plan["warnings"]
     # The stand-in's row is calibrated in the run, under the run's own executor: no mismatch to warn of.
@@ -1637,7 +1707,7 @@ def test_replicas_are_single_node_plans_bound_to_their_link_address(catalog, ind
     assert flag(plan["argv"], "--host") == "10.0.0.%d" % (index + 1) == plan["bind_address"]
     assert plan["gateway"] is (index == 0)
     assert plan["endpoint"] == {"via": "gateway", "scheme": "http", "port": catalog["defaults"]["gateway_port"],
-                                "url": "http://192.0.2.11:%d" % catalog["defaults"]["gateway_port"]}
+                                "url": "http://192.0.2.11:%d" % catalog["defaults"]["gateway_port"], "open": None}
     assert plan["expected"] == single["expected"], "a replica is gated like one Spark"
     assert plan["env"]["GLOO_SOCKET_IFNAME"] == "lo" and "VLLM_HOST_IP" not in plan["env"], "one node's ranks stay on loopback"
     assert plan["replicas"]["index"] == index and plan["replicas"]["count"] == 4 and plan["replicas"]["front"] == "spark-1"

@@ -6,6 +6,7 @@ import pytest
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import planner, vllm_flags
+from conftest import keyless
 
 
 @pytest.fixture(scope="module")
@@ -15,7 +16,7 @@ def catalog():
 
 def refusal(catalog, request):
     with pytest.raises(planner.PlanError) as err:
-        planner.plan(catalog, request)
+        planner.plan(catalog, keyless(request))
     return err.value
 
 

@@ -12,6 +12,7 @@ import pytest
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog_conditions, planner, png, smoke
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import openai_client as oc
+from conftest import keyless
 
 CATALOG = cat.load_catalog()
 
@@ -232,7 +233,7 @@ STAND_INS = ("tiny-31b", "tiny-26b-a4b", "tiny-e2b")
 def test_a_gemma4_stand_in_constrains_its_thinking_and_tools_answers(short):
     """Random weights never think or call a tool: a stand-in's thinking and tools requests ask for one known Gemma 4
     output (structured_outputs choice), so the grade is of what the server's gemma4 parsers make of it."""
-    plan = planner.plan(CATALOG, {"profile": "cpu", "model": short})  # the planner's own plan: argv decides the checks
+    plan = planner.plan(CATALOG, keyless({"profile": "cpu", "model": short}))  # the planner's own plan: argv decides the checks
     assert smoke.checks_for_plan(plan) == ["chat", "thinking", "tools"]
     constrained = smoke.constrained_outputs_for_plan(plan)
     assert constrained == CATALOG["models"][short]["smoke_constrained_outputs"]
@@ -249,7 +250,7 @@ def test_a_gemma4_stand_in_constrains_its_thinking_and_tools_answers(short):
 
 
 def test_a_real_model_is_never_constrained():
-    plan = planner.plan(CATALOG, {"profile": "rtx_pro_6000", "model": "26b-a4b"})
+    plan = planner.plan(CATALOG, keyless({"profile": "rtx_pro_6000", "model": "26b-a4b"}))
     assert smoke.checks_for_plan(plan)[:3] == ["chat", "thinking", "tools"] and smoke.constrained_outputs_for_plan(plan) == {}
     (_label, thinking), = smoke.build_requests("thinking", "m", 64, smoke.constrained_outputs_for_plan(plan))
     assert thinking["chat_template_kwargs"] == {"enable_thinking": True} and "structured_outputs" not in thinking

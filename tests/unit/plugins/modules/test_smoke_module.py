@@ -3,6 +3,7 @@ import pytest
 from http_module_helpers import FastTokenSource, run_module
 
 from ansible_collections.sparkfleet.vllm.plugins.modules import smoke as smoke_module
+from conftest import keyless
 
 
 @pytest.fixture()
@@ -84,7 +85,7 @@ def test_a_stand_ins_plan_constrains_thinking_and_tools_through_the_module(sourc
         return oc.Response(status=200, body={"choices": [{"message": message}]}, text="{}")
     monkeypatch.setattr(smoke_module, "run_checks", _wrap(smoke_module.run_checks, parsed))
     catalog = cat.load_catalog()
-    plan = planner.plan(catalog, {"profile": "cpu", "model": "tiny-26b-a4b"})
+    plan = planner.plan(catalog, keyless({"profile": "cpu", "model": "tiny-26b-a4b"}))
     kind, res = run_module(smoke_module, {"url": source.url, "model": plan["served_name"], "plan": plan})
     assert kind == "exit" and res["counts"] == {"passed": 3, "failed": 0, "expected_miss": 0}, res
     wanted = catalog["models"]["tiny-26b-a4b"]["smoke_constrained_outputs"]
