@@ -112,7 +112,7 @@ def test_the_planner_still_plans_the_argv_that_ran_on_the_gpu(h200_catalog, devi
 def test_the_planner_still_plans_gemma4s_argv_that_ran(h200_catalog):
     captured = plan_h200()
     plan = planner.plan(h200_catalog, keyless({"model": GEMMA4_MODEL, "profile": "h200_standin", "runtime": "native",
-                                       "gpu_memory_utilization": 0.5, "port": 8000}))
+                                               "gpu_memory_utilization": 0.5, "port": 8000}))
     assert plan["argv"] == captured["argv"], "a planner change altered the argv that served on the H200"
     for flag in ("--reasoning-parser", "--tool-call-parser"):
         assert plan["argv"][plan["argv"].index(flag) + 1] == "gemma4"

@@ -418,12 +418,12 @@ def test_5090_31b_with_vision_at_the_encoder_floor_fits_9056_tokens(catalog):
     assert any("at most 9,056 tokens" in w for w in plan["warnings"]), plan["warnings"]
     with pytest.raises(planner.PlanError) as err:
         planner.plan(catalog, keyless({"profile": "rtx_5090", "model": "31b", "drafter": "none", "language_model_only": False,
-                               "max_model_len": 9057, "max_num_batched_tokens": 4096}))
+                                       "max_model_len": 9057, "max_num_batched_tokens": 4096}))
     assert "one 9,056-token request" in str(err.value) and "--max-num-batched-tokens 4096" in str(err.value)
     # At the shipped 8192 the refusal points at the lower budget that fits more.
     with pytest.raises(planner.PlanError) as err:
         planner.plan(catalog, keyless({"profile": "rtx_5090", "model": "31b", "drafter": "none", "language_model_only": False,
-                               "max_model_len": 9056}))
+                                       "max_model_len": 9056}))
     assert "one 7,120-token request" in str(err.value) and "vllm_max_num_batched_tokens=4096 it holds 9,056" in str(err.value)
 
 
@@ -1407,11 +1407,11 @@ def test_v030_e_series_aggregate_drop_is_warned(catalog):
 def test_e2b_on_four_sparks_warns_of_its_within_run_sag(catalog):
     # The notes: "a second start held 94 tok/s for three of its eight runs, then sagged to 79-88".
     plans = planner.plan_cluster(catalog, keyless({"profile": "dgx_spark", "model": "e2b", "node_count": 4, "head_address": "192.0.2.101",
-                                           "cluster_interface": "enp1s0f1np1", "cluster_hca": "rocep1s0f1"}),
+                                                   "cluster_interface": "enp1s0f1np1", "cluster_hca": "rocep1s0f1"}),
                                  ["192.0.2.10%d" % i for i in range(1, 5)])
     assert any("sagged to 79-88" in w for w in plans[0]["warnings"]), plans[0]["warnings"]
     two = planner.plan_cluster(catalog, keyless({"profile": "dgx_spark", "model": "e2b", "node_count": 2, "head_address": "192.0.2.101",
-                                         "cluster_interface": "enp1s0f1np1", "cluster_hca": "rocep1s0f1"}),
+                                                 "cluster_interface": "enp1s0f1np1", "cluster_hca": "rocep1s0f1"}),
                                ["192.0.2.101", "192.0.2.102"])
     assert not any("sagged" in w for w in two[0]["warnings"])
 

@@ -106,8 +106,8 @@ def test_stand_ins_have_no_ceiling(catalog):
 
 def test_the_plan_carries_ceiling_and_advice_and_prints_them(catalog):
     plans = planner.plan_cluster(catalog, keyless({"profile": "dgx_spark", "model": "26b-a4b", "node_count": 4,
-                                           "head_address": "10.0.0.1", "cluster_interface": "enp1s0f1np1",
-                                           "cluster_hca": "rocep1s0f1"}),
+                                                   "head_address": "10.0.0.1", "cluster_interface": "enp1s0f1np1",
+                                                   "cluster_hca": "rocep1s0f1"}),
                                  ["10.0.0.%d" % i for i in range(1, 5)])
     head, worker = plans[0], plans[1]
     assert head["ceiling"]["nodes"] == 4 and head["advice"]["measured"][-1]["nodes"] == 4
