@@ -98,8 +98,9 @@ def test_installed_collection_resolves_site_and_runs_its_planner(installed):
         assert (path / shipped).exists(), "installed collection lacks %s" % shipped
     collections_root = path.parents[2]
     site_packages = pathlib.Path(tool("ansible")).parents[1] / "lib/python3.11/site-packages"
+    # VLLM_API_KEY: the operator's controller holds a key (a plan without one is refused).
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH="%s:%s" % (collections_root, site_packages),
-               ANSIBLE_CONFIG=str(collections_root / "empty.cfg"))
+               ANSIBLE_CONFIG=str(collections_root / "empty.cfg"), VLLM_API_KEY="sk-installed-0123456789")
     (collections_root / "empty.cfg").write_text("[defaults]\n")
     run([tool("ansible-playbook"), "sparkfleet.vllm.site", "--syntax-check", "-i", str(REPO / "inventories/spark4")],
         env=env, cwd=collections_root)

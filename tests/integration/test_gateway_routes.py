@@ -290,7 +290,7 @@ def test_verify_goes_through_the_gateway(gateway_deploy):
     the wait, the smoke checks (auth included: 401 without the key, through nginx) and the calibrated throughput gate
     all pass through nginx, whose access log counts their requests."""
     assert gateway_deploy["plan"]["endpoint"] == {"via": "gateway", "scheme": "http", "port": GATEWAY_PORT,
-                                                  "url": "http://localhost:%d" % GATEWAY_PORT}
+                                                  "url": "http://localhost:%d" % GATEWAY_PORT, "open": None}
     chats = nginx_requests(r'"POST /v1/chat/completions HTTP')
     extra = dict(gateway_deploy["extra"], vllm_results_dir=str(STATE / "results"))
     started = time.monotonic()
