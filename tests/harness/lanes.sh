@@ -143,6 +143,20 @@ cpu_summary() {
           printf "lanes: disk %s GiB free at the start, %s GiB at the least\n", first, least }' "$LOG_DIR/cpu.tsv"
 }
 
+# The machine's speed today: the CPU seconds one core takes for a fixed Python loop, at the start and the end. Runs
+# are compared in wall time and CPU seconds, and both scale with it: the same commit took 1.4-1.7 times longer in
+# every tier on one day than on the day before (lint 240 s then 407 s) with the machine as busy. Compare two runs'
+# figures only where their reference times agree, or scale by the ratio. Measurement only; nothing gates on it.
+reference_loop() {
+  python3 -c 'import time
+t = time.process_time()
+total = 0
+for i in range(3000000):
+    total += i * i % 7
+print("%.2f" % (time.process_time() - t))'
+}
+
+log "machine speed: the reference loop took $(reference_loop) CPU-s at the start"
 started=$SECONDS
 log "prerequisites: the controller venv first; the vLLM CPU and Ray environments and the systemd test image in the background"
 # The Ray environment (the simulated cluster's) is made with the interpreter .venv-vllm links to: after it, as a
@@ -175,6 +189,7 @@ wait "$serve"; serve_rc=$?
 wait "$build"; build_rc=$?
 log "both lanes done in $((SECONDS - started)) s (serve lane exit $serve_rc, build lane exit $build_rc)"
 cpu_summary
+log "machine speed: the reference loop took $(reference_loop) CPU-s at the end"
 
 # The lanes' lines are interleaved, and a CI report keeps only the end of the output: repeat what failed
 # (pytest's short summary of each failed lane, or its last lines when pytest never got that far) last.
