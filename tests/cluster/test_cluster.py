@@ -667,9 +667,6 @@ def test_mp_tensor_parallel_across_two_containers(mp_pair):
     gate = json.loads(written[-1].read_text())["sparkfleet"]["gate"]
     assert not gate["passed"] and "[baseline: test baseline above the stand-in's reach]" in gate["message"], gate
 
-    again = playbook("cluster.yml", "-e", "cluster_group=sim_pair", "-e", "vllm_executor=mp", *canary.args, env=decoys)
-    assert {h: r["changed"] for h, r in recap(again.stdout).items()} == {"sim-1": 0, "sim-2": 0}
-
 
 HEAD_API = "http://%s:8000" % ADDR["sim-1"]
 FRONT_GATEWAY = "http://%s:8080" % ADDR["sim-1"]
@@ -830,24 +827,26 @@ def mp_fault(name, node, kill, canary, interrupted_heal=False):
     status = playbook("cluster_status.yml", *args, check=False)
     detected = round(time.time() - started, 1)
     heal_began = time.time()
-    killed, down = "", None
+    killed, recovered = "", "re-run cluster.yml (group restart in order)"
     if interrupted_heal:
         killed = controller_killed_after_the_stop(args)
         down = {n: unit_show(n, "vllm-cluster.service", "ActiveState")["ActiveState"] for n in PAIR}
-        assert set(down.values()) <= {"inactive", "failed", "deactivating"}, "the kill left the ranks stopped: %s" % down
+        assert set(down.values()) <= {"inactive", "failed", "deactivating"}, "a rank still runs after the kill: %s" % down
+        recovered = ("the heal's controller killed after it stopped the ranks (units then: %s); the next cluster.yml "
+                     "with the same input (group restart in order)" % down)
     heal = playbook("cluster.yml", *args, timeout=900)
     serving = wait_for(lambda: completion_status(canary.key, timeout=30) == 200, 300, interval=3)
-    row = {"detected_by": "cluster_status.yml", "seconds_to_detect": detected,
-           "systemd_after_15_s": units, "head_health_after_15_s": health,
-           "recovered": "re-run cluster.yml (group restart in order)",
-           "seconds_to_recover": round(time.time() - heal_began, 1) if serving is not None else None,
-           "data_unchanged": data_digest() == data}
-    if interrupted_heal:
-        row.update(recovered="the heal's controller killed after it stopped the ranks (units then: %s); the next "
-                             "cluster.yml with the same input (group restart in order)" % down)
+    recovered_s = round(time.time() - heal_began, 1) if serving is not None else None
+    # Where systemd had to SIGKILL a rank that ignored the stop (TimeoutStopSec ran out): seconds the heal waited.
+    stop_timed_out = [n for n in PAIR if "stop-sigterm' timed out" in node_sh(
+        n, "journalctl -u vllm-cluster.service --no-pager --since @%d" % heal_began, timeout=120).stdout]
+    unchanged = data_digest() == data
+    row = {"detected_by": "cluster_status.yml", "seconds_to_detect": detected, "systemd_after_15_s": units,
+           "head_health_after_15_s": health, "recovered": recovered, "seconds_to_recover": recovered_s,
+           "stop_timed_out_on": stop_timed_out, "data_unchanged": unchanged}
     fault_row(name, **row)
     assert serving is not None, "no completion within 300 s of the heal run"
-    assert data_digest() == data, "weights, caches and env files survive"
+    assert unchanged, "weights, caches and env files survive"
     if interrupted_heal:
         assert "Restarting the 2-node group in order" in flat(heal.stdout), heal.stdout[-3000:]
         heal = subprocess.CompletedProcess(heal.args, heal.returncode, killed + heal.stdout, heal.stderr)
@@ -866,7 +865,6 @@ def test_mp_faults_while_serving_are_named_and_healed(mp_pair):
     ranks for the group restart, so the pair is down and nothing supervises it; the next cluster.yml with the same
     input converges (the pair serves again). The head's heal is one plain re-run."""
     canary = mp_pair["canary"]
-    weights = data_digest([HF_HOME])
 
     status, heal, row = mp_fault("mp worker rank killed while serving, then the heal's controller killed mid-run",
                                  "sim-2", "pkill -9 -f VLLM::Worker_TP1", canary, interrupted_heal=True)
@@ -887,7 +885,6 @@ def test_mp_faults_while_serving_are_named_and_healed(mp_pair):
              for n, lines in units.items()}
     failed = {n: node_sh(n, "systemctl list-units --failed --plain --no-legend 'vllm-cluster*'").stdout.strip() for n in PAIR}
     assert not any(stray.values()) and not any(failed.values()), (stray, failed)
-    assert data_digest([HF_HOME]) == weights, "the weights survive"
 
 
 def test_mp_exposure_while_serving(mp_pair):
@@ -1061,7 +1058,6 @@ def test_ray_expert_parallel_across_four_containers(cluster):
     assert unit_identity(units) == before
     # Without the firewall the run says so, once (the head's play), naming the variable that turns it on.
     assert flat(again.stdout).count("WARNING: cluster vllm_cluster runs with vllm_firewall off") == 1, again.stdout[-3000:]
-    playbook("cluster_stop.yml", check=False)
 
 
 def replica_successes(node):
