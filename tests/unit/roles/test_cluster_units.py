@@ -41,25 +41,23 @@ def valid_combos(nodes, executor):
                 planner.plan(catalog, keyless(request))
             except planner.PlanError:
                 continue
-            combos.append({"name": "%s-%s" % (model, drafter), "model": model, "drafter": drafter})
+            combos.append({"name": "%s-%s" % (model, drafter), "model": model, "drafter": drafter, "executor": executor})
     return combos
 
 
-def render(tmp_path, inventory, executor, combos, extra=(), collect=False):
-    """Render through the role's render.yml into tmp_path/<combo>/<host>/. With collect, the role writes no files:
-    each host's previews (the fact render.yml sets) come back in one JSON file, laid out here the same way."""
-    cmd = [tool("ansible-playbook"), "-c", "local", "-i", str(REPO / "inventories" / inventory),
-           str(REPO / "tests/unit/roles/render_cluster_units.yml"),
-           # The shipped inventories hold no key (a vault or AWX brings it): these units are the key-less ones.
-           "-e", json.dumps({"combos": combos, "render_dir": str(tmp_path), "vllm_executor": executor,
-                             "collect": collect, "vllm_open_api": "all"})]
-    for item in extra:
-        cmd += ["-e", item]
-    run(cmd, timeout=900)
+def render(tmp_path, inventory, combos, collect=False):
+    """Render through the role's render.yml into tmp_path/<executor>/<combo>/<host>/, every combo (each names its
+    executor) in one ansible-playbook run. With collect, the role writes no files: every host's previews (the fact
+    render.yml sets) come back in one JSON file, laid out here the same way."""
+    run([tool("ansible-playbook"), "-c", "local", "-i", str(REPO / "inventories" / inventory), "--skip-tags", "plan_report",
+         str(REPO / "tests/unit/roles/render_cluster_units.yml"),
+         # The shipped inventories hold no key (a vault or AWX brings it): these units are the key-less ones.
+         "-e", json.dumps({"combos": combos, "render_dir": str(tmp_path), "collect": collect, "vllm_open_api": "all"})],
+        timeout=900)
     if collect:
-        for host_file in tmp_path.glob("*.json"):
-            for combo, files in json.loads(host_file.read_text()).items():
-                base = tmp_path / combo / host_file.stem
+        for host, previews in json.loads((tmp_path / "previews.json").read_text()).items():
+            for combo, files in previews.items():
+                base = tmp_path / combo / host
                 base.mkdir(parents=True)
                 for name, text in files.items():
                     (base / name).write_text(text)
@@ -93,17 +91,19 @@ def check_container_flags(words):
 def rendered(tmp_path_factory):
     if tool("ansible-playbook") is None:
         pytest.fail("ansible-playbook is missing from the controller toolchain")
-    out = {}
+    out, runs = {}, []
     for nodes in (2, 4):
+        where, both = tmp_path_factory.mktemp("units-%d" % nodes), []
         for executor in ("ray", "mp"):
             combos = valid_combos(nodes, executor)
             assert len(combos) >= 5, "the planner accepted only %s on %d nodes" % (combos, nodes)
-            out[(nodes, executor)] = (tmp_path_factory.mktemp("units-%d-%s" % (nodes, executor)), combos)
-    # Four independent ansible-playbook runs (the tier's costliest set-up): two at a time on two cores. Collected:
-    # one file write per host instead of three to four module runs per host and configuration.
+            out[(nodes, executor)] = (where / executor, combos)
+            both += combos
+        runs.append((where, "spark%d" % nodes, both))
+    # One ansible-playbook run per inventory, both executors (the tier's costliest set-up), the two side by side.
+    # Collected: one file write in all instead of three to four module runs per host and configuration.
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        jobs = [pool.submit(render, where, "spark%d" % nodes, executor, combos, collect=True)
-                for (nodes, executor), (where, combos) in out.items()]
+        jobs = [pool.submit(render, where, inventory, combos, collect=True) for where, inventory, combos in runs]
         for job in jobs:
             job.result()
     return out
@@ -189,8 +189,10 @@ def test_native_runtime_is_the_same_group(tmp_path):
     """The simulated cluster's stand-in: same env, same ordering, processes from venvs."""
     sim_catalog = REPO / "tests/output/cluster/catalog-sim.yml"
     run([tool("python") or "python3", str(REPO / "tests/cluster/sim_catalog.py"), str(sim_catalog)])
+    # Both executors in one run, collected (the role's file writes are proven by the vaulted secret test below).
+    render(tmp_path, "sim4", [{"name": "tiny", "model": "tiny", "drafter": "none", "executor": executor}
+                              for executor in ("ray", "mp")], collect=True)
     for executor in ("ray", "mp"):
-        render(tmp_path / executor, "sim4", executor, [{"name": "tiny", "model": "tiny", "drafter": "none"}])
         head = (tmp_path / executor / "tiny" / "sim-1")
         worker = (tmp_path / executor / "tiny" / "sim-3")
         serve = (head / "vllm-cluster.service").read_text()
@@ -227,13 +229,13 @@ def test_secret_env_holds_the_plans_names_from_the_vaulted_variables(tmp_path):
     assert key not in vars_file.read_text()
     combo = [c for c in valid_combos(2, "ray") if c["drafter"] == "none"][:1]
     env = dict(os.environ, VLLM_API_KEY=decoy, HF_TOKEN=decoy)
-    run([tool("ansible-playbook"), "-c", "local", "-i", str(REPO / "inventories/spark2"),
+    run([tool("ansible-playbook"), "-c", "local", "-i", str(REPO / "inventories/spark2"), "--skip-tags", "plan_report",
          str(REPO / "tests/unit/roles/render_cluster_units.yml"), "--vault-password-file", str(password_file),
          "-e", "@%s" % vars_file,
-         "-e", json.dumps({"combos": combo, "render_dir": str(tmp_path / "units"), "vllm_executor": "ray",
-                           "vllm_cluster_render_secrets": True})], env=env, timeout=600)
+         "-e", json.dumps({"combos": combo, "render_dir": str(tmp_path / "units"), "vllm_cluster_render_secrets": True})],
+        env=env, timeout=600)
     for host in ("spark-01", "spark-02"):
-        base = tmp_path / "units" / combo[0]["name"] / host
+        base = tmp_path / "units" / "ray" / combo[0]["name"] / host
         plan = json.loads((base / "plan.json").read_text())
         assert sorted(plan["secret_env"]) == ["HF_TOKEN", "VLLM_API_KEY"], plan["secret_env"]
         secret_file = base / "secret.env"
