@@ -3,7 +3,8 @@
 Each scenario runs `molecule test` (create, prepare, check, converge,
 idempotence, check, verify, destroy) on the systemd image that
 tests/harness/docker-up.sh builds locally; no registry is reachable, so nothing
-is pulled. The static tests keep every scenario on the shared image and run
+is pulled. The check after converge must predict no change (changed=0 in its
+recap), as idempotence's real run must. The static tests keep every scenario on the shared image and run
 flags (tests/harness/image.env) and on the house sequence.
 """
 import concurrent.futures
@@ -75,6 +76,17 @@ def included_roles(node):
     return []
 
 
+RECAP_LINE = r"^\W*(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)"
+
+
+def step_recaps(output, sequence):
+    """Each step's recap lines (host, changed, unreachable, failed), in the order of the sequence: every step is one
+    ansible-playbook run, whose PLAY RECAP closes its output on stdout (Molecule's own log lines go to stderr)."""
+    blocks = re.split(r"^PLAY RECAP \**$", output, flags=re.M)[1:]
+    assert len(blocks) == len(sequence), "%d play recaps for the %d steps %s" % (len(blocks), len(sequence), sequence)
+    return [re.findall(RECAP_LINE, block.lstrip("\n").split("\n\n", 1)[0] + "\n", re.M) for block in blocks]
+
+
 def scenario_config(path):
     """The configuration Molecule runs: tests/molecule/base.yml with the scenario's molecule.yml on top."""
     return merge(load(BASE), load(path))
@@ -112,6 +124,18 @@ def test_constant_assertion_guard(condition, constant):
     """The guard itself: a list item or an expression of literals counts as asserting nothing."""
     tasks = [{"name": "Check", "ansible.builtin.assert": {"that": ["x.rc == 0", condition], "fail_msg": "m"}}]
     assert (constant_assertions(tasks) == [condition]) is constant
+
+
+def test_step_recaps_reads_each_step():
+    """The parser behind the check-after-converge rule: one recap per step, in order, so a change predicted by the
+    second check is found there and not mistaken for the first check's (a fresh host, where changes are due)."""
+    def recap(changed):
+        return "PLAY RECAP ****\nhost-a                     : ok=3    changed=%d    unreachable=0    failed=0\n\n" % changed
+    output = "".join(recap(n) for n in (4, 9, 0, 1)) + "INFO [default > check] Executed: Successful\n"
+    steps = step_recaps(output, ["prepare", "check", "idempotence", "check"])
+    assert [[row[1] for row in step] for step in steps] == [["4"], ["9"], ["0"], ["1"]]
+    with pytest.raises(AssertionError, match="3 play recaps for the 4 steps"):
+        step_recaps("".join(recap(n) for n in (4, 9, 0)), ["prepare", "check", "idempotence", "check"])
 
 
 def test_scenarios_exist():
@@ -254,10 +278,19 @@ def test_scenario_passes(path, scenario_runs):
     for step in config["scenario"]["test_sequence"]:
         assert re.search(r"%s (?:➜|>) %s\]?:? Executed: Successful" % (re.escape(scenario), step), output), \
             "%s: step %s did not run successfully (log %s)" % (scenario_id(path), step, log)
-    recaps = re.findall(r"^\W*(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", output, re.M)
+    recaps = re.findall(RECAP_LINE, output, re.M)
     instance_recaps = [r for r in recaps if r[0] != "localhost"]
     assert instance_recaps, "%s: no play recap for the instance in the log %s" % (scenario_id(path), log)
     assert all(r[3] == "0" and r[2] == "0" for r in instance_recaps), instance_recaps
+    # Molecule's check step only fails on errors. Check mode on a converged host must also predict no change (what
+    # idempotence proves of a real run): a task that would report a change there misleads an operator's --check.
+    sequence = config["scenario"]["test_sequence"]
+    steps = step_recaps(output, sequence)
+    for index, step in enumerate(sequence):
+        if step == "check" and "converge" in sequence[:index]:
+            changed = {row[0]: int(row[1]) for row in steps[index] if row[0] != "localhost"}
+            assert changed and not any(changed.values()), "%s: check mode after converge (step %d) predicts changes %s (log %s)" % (
+                scenario_id(path), index + 1, changed, log)
 
 
 def test_driver_detection_reads_real_captures():
