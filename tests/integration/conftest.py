@@ -51,7 +51,7 @@ RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s
 # download; these tests name it here, visibly, on top of the planner's own plan, and give its value the way
 # operators do (the secrets contract, docs/security.md): only as the variable vllm_hf_token, from a vars file
 # (-e @file, never the command line), with a decoy in the controller's environment. VLLM_API_KEY is left to
-# the tests that enforce a key (test_secrets_canary, test_compose_runtime): a runtime refuses a secret_env
+# the tests that enforce a key (test_secrets_canary, test_gateway_routes): a runtime refuses a secret_env
 # name without a value, and this shared server answers unauthenticated clients.
 TEST_SECRET_ENV = ["HF_TOKEN"]
 TEST_SECRETS = {"vllm_hf_token": FAKE_HF_TOKEN}
