@@ -19,7 +19,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 help:
 	@echo "make demo              deploy the local default (CPU vLLM, tiny model) end to end"
-	@echo "make test              every test tier, in two lanes (lint, molecule, integration | unit, cluster; awx in the first free)"
+	@echo "make test              every test tier, in two lanes (lint, unit, integration | molecule, cluster; awx in the first free)"
 	@echo "make venv              controller toolchain in $(VENV)"
 	@echo "make lint | test-unit | test-integration | test-molecule | test-cluster | test-awx"
 	@echo "make test-lowest-core  unit and lint tiers on the lowest ansible-core meta/runtime.yml claims"

@@ -2,25 +2,27 @@
 # make test: the six tiers in two lanes that run side by side.
 #
 # Why two lanes: vLLM's CPU build binds its engine to core 0 and leaves the
-# other core to everything else (its log: "reserved_cpus=[1]"). The tiers that
-# serve the stand-in outside the simulated cluster keep vLLM's default core;
-# the simulated cluster's engines are bound to core 1, so two engines never
-# share a core. Each lane gets about one core:
+# other core to everything else (its log: "reserved_cpus=[1]"), so the tiers
+# that serve the stand-in on this machine keep a 2-core machine only 50-55%
+# busy for most of their time (sampled every 10 s through the integration
+# tier). The other tiers — lint, unit, Molecule and the simulated cluster —
+# are busy on the CPU the whole time. Each lane gets about one core:
 #
-#   serve lane:   lint, molecule, integration  (stand-in engines on core 0, vLLM's default)
-#   build lane:   unit, cluster                (cluster engines on core 1: SPARKFLEET_STANDIN_CPUS=1)
+#   serve lane:   lint, unit, integration      (stand-in engines on core 0, vLLM's default)
+#   build lane:   molecule, cluster            (cluster engines on core 1: SPARKFLEET_STANDIN_CPUS=1)
 #   either lane:  awx, taken by the lane that finishes its own tiers first
 #
-# How the tiers are split (2026-12-06): the machine is busy 91% of a fresh-clone run, so a lane's time is its share
-# of the work, and the split that ends both lanes together is the one that ends soonest. Measured in the fresh-clone
-# run of 46099ed: lint 240 s, unit 201, integration 2,225, awx 328, molecule 792, cluster 2,610 (6,396 s in all;
-# the lanes can end no sooner than about 3,200 s). With molecule before the cluster the build lane ran 3,403 s
-# against the serve lane's 2,997 s. Lint and unit need no background prerequisite, so each lane starts with one of
-# them while the vLLM environment and the test image are built; the cluster tier waits for both environments.
+# Why unit moved to the serve lane (2026-12-06): the cluster tier is the longest tier (2,422 s in the fresh-clone
+# run of ecaf52d, against integration's 1,800 s), and with unit (212 s) and molecule (586 s) before it the build lane
+# ran 3,221 s against the serve lane's 2,229 s. Lint and unit need no background prerequisite, so the serve lane
+# runs them while the vLLM environment and the test image are built; the build lane's Molecule waits for the image.
 #
 # Why AWX is shared: in a fresh-clone run of 830dd1b (2026-12-04) the build lane finished its tiers 348 s
 # before the serve lane, then idled while the serve lane ran AWX (271 s) alone. The lane that is free first
 # takes it now; its engine keeps vLLM's default core either way (AWX does not read SPARKFLEET_STANDIN_CPUS).
+#
+# Lint sits in the serve lane to even them out: measured in one fresh-clone run, the build lane (with lint)
+# took 1,896 s and the serve lane 1,674 s, and lint takes 174 s.
 #
 # The simulated cluster's engines are bound to core 1 through the variable an
 # operator would use (vllm_cluster_extra_env in inventories/sim4); left to
@@ -45,8 +47,8 @@ set -uo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$REPO"
 MAKE_CMD=("${MAKE:-make}" --no-print-directory)
-SERVE_LANE=(lint test-molecule test-integration)
-BUILD_LANE=(test-unit test-cluster)
+SERVE_LANE=(lint test-unit test-integration)
+BUILD_LANE=(test-molecule test-cluster)
 SHARED=(test-awx)  # run by whichever lane finishes its own tiers first
 # The background prerequisites each tier waits for: vllm (.venv-vllm), ray (.venv-ray, built after .venv-vllm:
 # only the simulated cluster uses it, so integration and AWX start without waiting for it), docker (the engine and
@@ -176,10 +178,9 @@ if [[ "${SPARKFLEET_TEST_LANES:-2}" == "1" ]]; then
   exit $rc
 fi
 
-(export SPARKFLEET_MOLECULE_WORKERS=1
- run_lane serve "${SERVE_LANE[@]}" 2>&1 | tee "$LOG_DIR/serve.log" | sed -u 's/^/[serve] /'; exit "${PIPESTATUS[0]}") &
+(run_lane serve "${SERVE_LANE[@]}" 2>&1 | tee "$LOG_DIR/serve.log" | sed -u 's/^/[serve] /'; exit "${PIPESTATUS[0]}") &
 serve=$!
-(export SPARKFLEET_STANDIN_CPUS=1
+(export SPARKFLEET_STANDIN_CPUS=1 SPARKFLEET_MOLECULE_WORKERS=1
  run_lane build "${BUILD_LANE[@]}" 2>&1 | tee "$LOG_DIR/build.log" | sed -u 's/^/[build] /'; exit "${PIPESTATUS[0]}") &
 build=$!
 await vllm ray docker
