@@ -38,6 +38,12 @@ def endpoint_line(plan_dict):
                                          "vLLM's own port", access)
 
 
+def firewall_line(plan_dict):
+    """Whether the playbooks load the firewall's rules on this host, and why (the planner's reason)."""
+    why = next((r[len("firewall "):] for r in plan_dict["reasons"] if r.startswith("firewall ")), None)
+    return "firewall: " + (why or ("on" if plan_dict["firewall"] else "off (vllm_firewall=false)"))
+
+
 def summarize(plan_dict, host=None):
     """A readable per-node summary, one string per line."""
     lines = []
@@ -51,6 +57,7 @@ def summarize(plan_dict, host=None):
                                                       plan_dict["release"], plan_dict["runtime"]))
     lines.append("command: %s" % shell_command(plan_dict))
     lines.append(endpoint_line(plan_dict))
+    lines.append(firewall_line(plan_dict))
     if plan_dict["env"]:
         lines.append("env: %s" % " ".join("%s=%s" % kv for kv in sorted(plan_dict["env"].items())))
     if plan_dict["secret_env"]:

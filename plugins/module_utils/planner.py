@@ -480,6 +480,36 @@ class _Planner(object):
             self.warn("OPEN API (vllm_open_api=all): no API key, so every route of vLLM (/v1, /invocations, /metrics, "
                       "...) answers anyone who reaches %s" % where)
 
+    def resolve_firewall(self):
+        """vllm_firewall (sparkfleet.vllm.firewall's nftables table): on by default wherever something listens beyond
+        loopback: a cluster (Ray's GCS and agents bind every address, the ranks' rendezvous and NCCL ports are
+        unauthenticated), replicas, a gateway on every address, or an API that binds beyond 127.0.0.1. Off by default
+        only where the API is this host's alone. false turns it off and, where it would have been on, says so in the
+        plan's warnings; true loads it anyway. serve.yml and cluster.yml read plan.firewall, and load the rules
+        before the first server listens."""
+        requested = _as_bool(self.request, "firewall")
+        loopback = str(self.catalog["defaults"]["gateway_host"])
+        exposed = []
+        if self.cluster:
+            exposed.append("a %d-node cluster: Ray's and the ranks' ports listen on the link and every address" % self.node_count)
+        elif self.replicas is not None:
+            exposed.append("a replica: vLLM's port listens on its link address for the front's gateway")
+        if self.gateway and self.node_role in ("single", "head"):
+            exposed.append("the gateway listens on every address")
+        elif self.bind_address != loopback and not exposed:
+            exposed.append("the API binds %s" % self.bind_address)
+        self.firewall = bool(exposed) if requested is None else requested
+        if requested is None:
+            self.reason("firewall %s: %s" % (
+                "on (vllm_firewall unset)" if exposed else "off (vllm_firewall unset)",
+                "; ".join(exposed) if exposed else "the API listens on %s only; vllm_firewall=true loads it anyway" % loopback))
+        elif requested is False and exposed and self.node_role in ("single", "head"):
+            self.warn("FIREWALL OFF (vllm_firewall=false): %s, open to every machine that reaches %s; unset "
+                      "vllm_firewall unless another firewall already filters these ports" % (
+                          "; ".join(exposed), "the cluster's nodes" if self.cluster or self.replicas is not None else "this host"))
+        else:
+            self.reason("firewall %s: vllm_firewall=%s" % ("on" if requested else "off", "true" if requested else "false"))
+
     def bind_head(self, requested):
         """The gateway on a cluster (an API key with vllm_gateway unset, or vllm_gateway=true): the head's API binds its
         link address (the ranks and the gateway on the head reach it there, nothing on the management network does);
@@ -846,6 +876,7 @@ class _Planner(object):
         self.resolve_release()
         self.resolve_runtime()
         self.resolve_binding()
+        self.resolve_firewall()
         self.resolve_drafter()
         self.resolve_settings()
         self.check_cluster_ports()
@@ -915,6 +946,7 @@ class _Planner(object):
             "port": self.port,
             "bind_address": self.bind_address,
             "gateway": self.gateway,
+            "firewall": self.firewall,
             "replicas": None if self.replicas is None else dict(self.replicas, upstreams=[
                 {"host": host, "address": address, "port": self.port} for host, address in self.replica_nodes]),
             "endpoint": self.client_endpoint,

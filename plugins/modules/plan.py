@@ -223,6 +223,13 @@ options:
       - With O(api_key) set it has no effect.
     type: str
     choices: [loopback, all]
+  firewall:
+    description:
+      - Whether C(serve.yml) and C(cluster.yml) load the nftables rules of role C(sparkfleet.vllm.firewall) before the
+        first server listens (RV(plan.firewall)).
+      - Omitted, it is on wherever something listens beyond loopback (a cluster, a replica, the gateway, an API bound
+        beyond 127.0.0.1) and off for an API on 127.0.0.1 only. V(false) where it would be on is a plan warning.
+    type: bool
   catalog_path:
     description:
       - Catalog file to read instead of the collection's C(data/catalog.yml).
@@ -383,6 +390,10 @@ plan:
       description: Whether the API gateway fronts the server (O(gateway)).
       type: bool
       sample: false
+    firewall:
+      description: Whether the playbooks load the firewall role's rules on this host before a server starts (O(firewall)).
+      type: bool
+      sample: true
     replicas:
       description:
         - With O(topology=replicas), this host's place among the replicas, else null. C(index) and C(count); C(front)

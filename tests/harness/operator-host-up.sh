@@ -60,6 +60,7 @@ container() {
   docker run -d --name "$NAME" --hostname "$NAME" --network "$NETWORK" --ip "$ADDR" \
     $SPARKFLEET_RUN_FLAGS \
     --label sparkfleet.sim=operator \
+    --cap-add NET_ADMIN \
     --shm-size 1g \
     -v "$PYTHON_HOME:$PYTHON_HOME:ro" \
     -v "$REPO/.venv-vllm:$REPO/.venv-vllm:ro" \

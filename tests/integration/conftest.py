@@ -59,13 +59,17 @@ def stand_in_plan(port=TEST_PORT, max_num_seqs=None, gateway=None, gateway_port=
     """The plan the planner writes for profile `cpu` (the local default's stand-ins) on `port` (behind the API
     gateway when `gateway`, or by default when `api_key` is given; clients reaching it on `gateway_port`), with the
     test secrets above in secret_env. Without `api_key` the plan keeps the API on this machine's loopback
-    (vllm_open_api=loopback, as inventories/local does), where these tests reach it. Further keys of the planner's
-    request (e.g. compose_standin_request()) go as given. No hand-written copy: argv, env and expected are the
-    planner's."""
+    (vllm_open_api=loopback, as inventories/local does), where these tests reach it. With a key (the gateway on every
+    address) the plan would load the firewall on this machine, the CI runner, whose own firewall is not these tests'
+    to change: vllm_firewall=false, unless the test asks for it. The firewall is proven in network namespaces
+    (test_firewall_forward.py), on the operator host (test_operator_host.py) and on the simulated cluster. Further keys
+    of the planner's request (e.g. compose_standin_request()) go as given. No hand-written copy: argv, env and
+    expected are the planner's."""
     sys.path.insert(0, str(REPO / ".collections"))
     from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog, planner  # noqa: PLC0415
 
     request = dict(request, profile="cpu", port=port)
+    request.setdefault("firewall", False)
     if max_num_seqs is not None:
         request["max_num_seqs"] = max_num_seqs
     if gateway is not None:

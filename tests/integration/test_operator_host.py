@@ -113,6 +113,16 @@ def test_site_over_ssh_as_a_sudo_user(operator_host):
                             capture_output=True, text=True, check=False)
     assert secret.stdout.strip() == "root 600", secret.stdout + secret.stderr
 
+    # The firewall is on without a word in the inventory: the API binds every address (vllm_open_api=all), so the plan
+    # turns it on, and site.yml loaded the table (nftables from Debian's mirror) with the API port and the boot include.
+    assert "firewall: on (vllm_firewall unset): the API binds 0.0.0.0" in " ".join(site.stdout.split()), site.stdout[-3000:]
+    table = subprocess.run(["docker", "exec", CONTAINER, "bash", "-c",
+                            "nft list table inet sparkfleet; systemctl is-enabled nftables"],
+                           capture_output=True, text=True, check=False)
+    assert re.search(r'comment "sparkfleet\.vllm ruleset [0-9a-f]{16}"', table.stdout), table.stdout + table.stderr
+    assert "tcp dport 8000 accept" in table.stdout and "6379" not in table.stdout, table.stdout
+    assert table.stdout.split()[-1] == "enabled", table.stdout
+
     # vLLM's own cache is the service account's (vllm_native_cache_root): vLLM saved there what it learned about the
     # model at this first start, so the next start does not inspect the model again in a separate interpreter (and
     # on a GPU, keeps torch.compile's artifacts). Under the root-owned ~/.cache the weights role makes, vLLM logged

@@ -74,6 +74,10 @@ def canary_deploy(vllm_cpu_venv, tmp_path_factory):
         # a key turns on by default is proven by test_gateway_routes.py (nginx in a systemd container; this machine
         # runs no systemd, and the other lane's tests share its ports).
         "vllm_gateway": False,
+        # The API then binds every address, which turns the firewall on by default: not on this machine, the CI
+        # runner, whose own firewall is not this test's to change (the plan warns "FIREWALL OFF"). The firewall's
+        # default is proven on the operator host and the simulated cluster.
+        "vllm_firewall": False,
     }
     vault = CANARY.vault(work, tool("ansible-vault"))
     # The later runs' environment: the same decoys and strict argument display, without the deploy's fact cache.

@@ -1627,6 +1627,74 @@ def test_a_keyed_cluster_puts_the_gateway_on_the_head_by_default(catalog):
     assert unkeyed["gateway"] is False and unkeyed["bind_address"] == "0.0.0.0"
 
 
+def firewall_reason(plan):
+    return [r for r in plan["reasons"] if r.startswith("firewall ")]
+
+
+@pytest.mark.parametrize("request_,why", [
+    (dict(SPARK2), "a 2-node cluster: Ray's and the ranks' ports listen on the link and every address"),
+    (dict(SPARK2, api_key=KEY), "a 2-node cluster"),
+    ({"profile": "rtx_pro_6000", "api_key": KEY}, "the gateway listens on every address"),
+    ({"profile": "rtx_pro_6000", "open_api": "all"}, "the API binds 0.0.0.0"),
+    ({"profile": "rtx_pro_6000", "api_key": KEY, "gateway": False}, "the API binds 0.0.0.0"),
+], ids=["cluster", "keyed-cluster", "gateway", "open-all", "gateway-bypass"])
+def test_the_firewall_is_on_wherever_something_listens_beyond_loopback(catalog, request_, why):
+    """vllm_firewall unset: plan.firewall is on for a cluster, replicas, the gateway, or an API beyond 127.0.0.1, and
+    the reason says which; serve.yml and cluster.yml load it from the plan, before a server starts."""
+    plan = make(catalog, **request_)
+    assert plan["firewall"] is True
+    (reason,) = firewall_reason(plan)
+    assert reason.startswith("firewall on (vllm_firewall unset): ") and why in reason, reason
+    assert not any("FIREWALL OFF" in w for w in plan["warnings"]), plan["warnings"]
+    assert "firewall: on (vllm_firewall unset): " + reason.split(": ", 1)[1] in plan_summary.summarize(plan)
+
+
+def test_the_firewall_is_on_for_every_replica(catalog):
+    for index in (0, 1):
+        plan = replica(catalog, index, count=2, api_key=KEY)
+        assert plan["firewall"] is True and "a replica: vLLM's port listens on its link address" in firewall_reason(plan)[0]
+
+
+@pytest.mark.parametrize("runtime", ["native", "compose"])
+def test_an_api_on_loopback_alone_has_no_firewall_unless_asked(catalog, runtime):
+    """vllm_open_api=loopback: nothing listens beyond 127.0.0.1 (compose publishes there), so no rules by default;
+    vllm_firewall=true loads them anyway."""
+    plan = planner.plan(catalog, {"profile": "rtx_pro_6000", "open_api": "loopback", "runtime": runtime})
+    assert plan["firewall"] is False
+    assert firewall_reason(plan) == ["firewall off (vllm_firewall unset): the API listens on 127.0.0.1 only; "
+                                     "vllm_firewall=true loads it anyway"]
+    forced = planner.plan(catalog, {"profile": "rtx_pro_6000", "open_api": "loopback", "runtime": runtime, "firewall": "true"})
+    assert forced["firewall"] is True and firewall_reason(forced) == ["firewall on: vllm_firewall=true"]
+
+
+def test_turning_the_firewall_off_where_it_would_be_on_is_a_warning(catalog):
+    """vllm_firewall=false on a cluster: the head's plan warns once (the summary prints it), a worker's only gives the
+    reason; on a host with nothing beyond loopback it is only a reason."""
+    head = make(catalog, **SPARK2, firewall=False)
+    assert head["firewall"] is False
+    (warning,) = [w for w in head["warnings"] if w.startswith("FIREWALL OFF (vllm_firewall=false): a 2-node cluster")]
+    assert warning.endswith("open to every machine that reaches the cluster's nodes; unset vllm_firewall unless another "
+                            "firewall already filters these ports"), warning
+    assert "WARNING: " + warning in plan_summary.summarize(head)
+    assert "firewall: off (vllm_firewall=false)" in plan_summary.summarize(head)
+    worker = make(catalog, profile="dgx_spark", node_count=2, node_index=1, head_address="192.0.2.101",
+                  node_address="192.0.2.102", executor="mp", firewall="no")
+    assert worker["firewall"] is False and not any("FIREWALL" in w for w in worker["warnings"])
+    assert firewall_reason(worker) == ["firewall off: vllm_firewall=false"]
+    single = make(catalog, profile="rtx_pro_6000", api_key=KEY, firewall=False)
+    assert any(w.startswith("FIREWALL OFF (vllm_firewall=false): the gateway listens on every address, open to every "
+                            "machine that reaches this host") for w in single["warnings"]), single["warnings"]
+    local = planner.plan(catalog, {"profile": "rtx_pro_6000", "open_api": "loopback", "firewall": False})
+    assert local["firewall"] is False and not any("FIREWALL" in w for w in local["warnings"])
+
+
+def test_a_firewall_value_that_is_not_a_bool_is_refused(catalog):
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, profile="rtx_pro_6000", firewall="sometimes")
+    assert err.value.rule == "type" and err.value.variable == "vllm_firewall"
+    assert "vllm_firewall must be true or false, got 'sometimes'" in str(err.value)
+
+
 def test_the_plan_says_where_clients_reach_the_api(catalog):
     """plan.endpoint: vLLM's own port without the gateway; the gateway's (the catalog's 8080, or vllm_gateway_port),
     https when the gateway has a certificate. verify.yml, bench.yml and status.yml read it."""
