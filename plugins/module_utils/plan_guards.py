@@ -19,9 +19,62 @@ from ansible_collections.sparkfleet.vllm.plugins.module_utils import env_rules, 
 
 _refuse, _unset, _as_bool = plan_inputs.refuse, plan_inputs.unset, plan_inputs.as_bool
 VARIABLES, DEV_MODE_ENV, dev_mode_on = plan_inputs.VARIABLES, plan_inputs.DEV_MODE_ENV, plan_inputs.dev_mode_on
-# Environments the planner only checks by name (the runtime roles merge them over the plan's env).
+# Environments the runtime roles merge over the plan's env; the planner checks them as it checks vllm_env.
 ROLE_ENV_KEYS = ("native_env", "cluster_extra_env", "cluster_ray_health_check")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# A control character (newline, carriage return, NUL, ...) ends a line in every env file and unit a value lands in:
+# in a systemd unit the rest of the value would be read as a directive of its own (an injected ExecStartPre=).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_OFF = ("", "0", "false", "no", "off")
+
+
+# --- what the catalog guards (rules.guarded), and what vllm_allow_guarded lets through ---------------------------
+
+
+def allowed_guarded(planner):
+    """The names vllm_allow_guarded lets through, each checked against the catalog's rules.guarded."""
+    value = planner.request.get("allow_guarded")
+    if _unset(value) or value == []:
+        return set()
+    if isinstance(value, str):
+        value = [item.strip() for item in value.split(",") if item.strip()]
+    if not isinstance(value, (list, tuple)):
+        _refuse("type", "vllm_allow_guarded must be a list of flag or environment variable names, got %r; set e.g. "
+                "vllm_allow_guarded: ['--trust-remote-code']" % (value,), "vllm_allow_guarded", value)
+    guarded = planner.rules.get("guarded") or {}
+    unknown = [str(item) for item in value if str(item) not in guarded]
+    if unknown:
+        _refuse("allow-guarded", "vllm_allow_guarded names %s, which the catalog does not guard (rules.guarded: %s); "
+                "remove it from vllm_allow_guarded" % (", ".join(unknown), ", ".join(guarded)),
+                "vllm_allow_guarded", unknown[0])
+    return {str(item) for item in value}
+
+
+def _guarded_on(rule, value):
+    """Whether ``value`` (a flag's value, or an environment variable's) is one the rule guards."""
+    values = [str(v).lower() for v in rule.get("values") or []]
+    if values:
+        return any(v in str(value).lower() for v in values)
+    return True
+
+
+def _guard(planner, name, shown, variable, why_given):
+    """Refuse ``name`` (a guarded flag or env name) unless vllm_allow_guarded names it; then warn."""
+    rule = (planner.rules.get("guarded") or {})[name]
+    why = " ".join(str(rule["why"]).split())
+    if name not in planner.allowed_guarded:
+        _refuse("guarded", "%s sets %s: it %s; remove it from %s, or name %s in vllm_allow_guarded to let it through "
+                "on purpose" % (variable, shown, why, variable, name), variable, why_given)
+    planner.warn("%s in %s (vllm_allow_guarded): it %s" % (shown, variable, why))
+    planner.allowed_routes.extend(r for r in rule.get("routes") or [] if r not in planner.allowed_routes)
+
+
+def refused_routes(planner):
+    """The /v1 routes of guarded settings this plan does not allow: the gateway answers them with 404."""
+    routes = []
+    for rule in (planner.rules.get("guarded") or {}).values():
+        routes.extend(r for r in rule.get("routes") or [] if r not in planner.allowed_routes and r not in routes)
+    return routes
 
 
 # --- vllm_extra_args -------------------------------------------------------------
@@ -32,6 +85,19 @@ def check_extra_args(planner):
     args = planner.extra_args
     if not args:
         return
+    for index, item in enumerate(args):
+        if item == "--":
+            _refuse("extra-args-separator", "vllm_extra_args has a bare -- (item %d): vLLM's parser would take every item "
+                    "after it as a positional argument, which none of the planner's checks reads; remove it and give "
+                    "each option as its own item" % index, "vllm_extra_args", item)
+        option = item.split("=", 1)[0]
+        if item.startswith("-") and re.search(r"\s", option):
+            # Never echo past the first word: what follows may be a secret.
+            _refuse("extra-args-item", "vllm_extra_args item %d begins with %s and holds whitespace: vLLM's parser reads "
+                    "an item as one word, so the option and its value would not be read as given and the planner's "
+                    "checks would not see them; give the option and its value as two items (['%s', 'value']) or as "
+                    "%s=value" % (index, option.split()[0], option.split()[0], option.split()[0]),
+                    "vllm_extra_args", option.split()[0])
     try:
         flags = vllm_flags.load_flags()
     except vllm_flags.FlagsError as exc:
@@ -82,6 +148,8 @@ def _refuse_flag(planner, flag, name, managed, secret, refused, dev_flags, allow
         _refuse("managed-flag", "vllm_extra_args must not set %s: the planner sets it from %s; set that instead and "
                 "drop %s from vllm_extra_args" % (spelled, managed[name], flag.given.split("=", 1)[0]),
                 "vllm_extra_args", flag.given)
+    if name in (planner.rules.get("guarded") or {}) and _guarded_on(planner.rules["guarded"][name], flag.value):
+        _guard(planner, name, spelled if name == flag.canonical else spelled, "vllm_extra_args", flag.given.split("=", 1)[0])
     if name in refused:
         _refuse("refused-flag", "vllm_extra_args must not set %s: it %s" % (spelled, " ".join(str(refused[name]).split())),
                 "vllm_extra_args", flag.given)
@@ -103,8 +171,12 @@ def _refuse_flag(planner, flag, name, managed, secret, refused, dev_flags, allow
 # --- the user's environments -----------------------------------------------------
 
 
-def check_env_names(planner, key):
-    """The mapping under request ``key`` (a user's extra environment), its names checked; {} when unset."""
+def check_env(planner, key):
+    """The mapping under request ``key`` (one of the user's environments), checked; {} when unset. Every mapping gets
+    the same checks: names, secret-looking names, control characters in names and values, values that are not
+    scalars, development mode (refused unless vllm_allow_dev_mode; vllm_env is checked after its merge, in
+    apply_user_env, where the catalog's env joins it) and the catalog's guarded variables (refused unless
+    vllm_allow_guarded names them)."""
     variable = VARIABLES[key]
     env = planner.request.get(key)
     if _unset(env) or env == {}:
@@ -112,47 +184,70 @@ def check_env_names(planner, key):
     if not isinstance(env, dict):
         _refuse("type", "%s must be a mapping of NAME: value, got %r; set %s: {NAME: value}" % (variable, env, variable),
                 variable, env)
+    guarded = planner.rules.get("guarded") or {}
     for name in sorted(env, key=str):
         if not isinstance(name, str) or not _ENV_NAME.match(name):
             _refuse("env-name", "%s has %r, which is not an environment variable name; use letters, digits and "
                     "underscores" % (variable, name), variable, name)
         pattern = env_rules.secret_name_rule(name)
-        if pattern is None:
-            continue
-        if pattern == "RAY_AUTH_*":
-            fix = ("Ray's token authentication is set only by vllm_cluster_ray_auth (true: RAY_AUTH_MODE=token with a "
-                   "generated token in the 0600 secret env file)")
-        else:
-            fix = ("set vllm_api_key (or HF_TOKEN in the controller's environment) instead: secrets reach the server "
-                   "only through the 0600 secret file")
-        _refuse("env-secret", "%s carries %s, a secret-looking name (%s; refused in every user environment: %s), "
-                "which would land in a readable env file and the plan; remove it from %s; %s" % (
-                    variable, name, pattern, env_rules.SECRET_NAME_PATTERNS, variable, fix), variable, name)
+        if pattern is not None:
+            _refuse_secret_name(variable, name, pattern)
+        value = env[name]
+        if isinstance(value, (dict, list)):
+            _refuse("type", "%s.%s must be a string or number, got %r" % (variable, name, value), variable, value)
+        text = _env_text(value)
+        control = _CONTROL.search(text)
+        if control:
+            _refuse("env-control", "%s.%s holds a %s: an env file or unit would end the value there and read the rest "
+                    "as a line of its own; remove it from the value" % (
+                        variable, name, env_rules.describe_character(control.group(0))), variable, name)
+        if key != "env" and name == DEV_MODE_ENV and dev_mode_on({name: text}):
+            _check_dev_mode(planner, variable, text)
+        if name in guarded and text.strip().lower() not in _OFF and _guarded_on(guarded[name], text):
+            _guard(planner, name, "%s=%s" % (name, text), variable, name)
     return env
 
 
+def _env_text(value):
+    return ("1" if value else "0") if isinstance(value, bool) else ("" if value is None else str(value))
+
+
+def _refuse_secret_name(variable, name, pattern):
+    if pattern == "RAY_AUTH_*":
+        fix = ("Ray's token authentication is set only by vllm_cluster_ray_auth (true: RAY_AUTH_MODE=token with a "
+               "generated token in the 0600 secret env file)")
+    else:
+        fix = ("set vllm_api_key (or HF_TOKEN in the controller's environment) instead: secrets reach the server "
+               "only through the 0600 secret file")
+    _refuse("env-secret", "%s carries %s, a secret-looking name (%s; refused in every user environment: %s), "
+            "which would land in a readable env file and the plan; remove it from %s; %s" % (
+                variable, name, pattern, env_rules.SECRET_NAME_PATTERNS, variable, fix), variable, name)
+
+
+def _check_dev_mode(planner, variable, value):
+    if not _as_bool(planner.request, "allow_dev_mode"):
+        _refuse("dev-mode", "%s=%s would register vLLM's development routes (/reset_prefix_cache, /sleep, "
+                "/collective_rpc, ...), which the API key does not guard; remove it from %s. Only a benchmark host "
+                "that resets the prefix cache between sweep shapes may force it with vllm_allow_dev_mode=true" % (
+                    DEV_MODE_ENV, value, variable), variable, value)
+    planner.warn("%s is on (%s, vllm_allow_dev_mode): vLLM's development routes answer without the API key; keep "
+                 "the port off any shared network" % (DEV_MODE_ENV, variable))
+
+
 def check_role_envs(planner):
-    """vllm_native_env, vllm_cluster_extra_env, vllm_cluster_ray_health_check: refused names, before any host changes."""
+    """vllm_native_env, vllm_cluster_extra_env, vllm_cluster_ray_health_check: the same checks as vllm_env, before
+    any host changes."""
     for key in ROLE_ENV_KEYS:
-        check_env_names(planner, key)
+        check_env(planner, key)
 
 
 def apply_user_env(planner):
     """Merge vllm_env over the planned env, then refuse development mode unless it is forced."""
-    env = check_env_names(planner, "env")
+    env = check_env(planner, "env")
     for key, value in sorted(env.items()):
-        if isinstance(value, (dict, list)):
-            _refuse("type", "vllm_env.%s must be a string or number, got %r" % (key, value), "vllm_env", value)
-        text = ("1" if value else "0") if isinstance(value, bool) else ("" if value is None else str(value))
+        text = _env_text(value)
         if key in planner.env and planner.env[key] != text:
             planner.warn("vllm_env overrides the planned %s=%s with %s" % (key, planner.env[key], text))
         planner.env[key] = text
     if dev_mode_on(planner.env):
-        if not _as_bool(planner.request, "allow_dev_mode"):
-            _refuse("dev-mode", "%s=%s would register vLLM's development routes (/reset_prefix_cache, /sleep, "
-                    "/collective_rpc, ...), which the API key does not guard; remove it from vllm_env. Only a "
-                    "benchmark host that resets the prefix cache between sweep shapes may force it with "
-                    "vllm_allow_dev_mode=true" % (DEV_MODE_ENV, planner.env[DEV_MODE_ENV]), "vllm_env",
-                    planner.env[DEV_MODE_ENV])
-        planner.warn("%s is on (vllm_allow_dev_mode): vLLM's development routes answer without the API key; keep "
-                     "the port off any shared network" % DEV_MODE_ENV)
+        _check_dev_mode(planner, "vllm_env", planner.env[DEV_MODE_ENV])

@@ -20,7 +20,7 @@ REQUEST_KEYS = (
     "language_model_only", "enable_audio", "images_per_prompt", "port", "served_name", "api_key", "extra_args",
     "head_address", "node_address", "cluster_interface", "cluster_hca", "env", "allow_dev_mode",
     "native_env", "cluster_extra_env", "cluster_ray_health_check", "cluster_nodes", "host", "host_groups", "gateway",
-    "gateway_port", "gateway_tls", "client_address", "topology", "open_api", "firewall",
+    "gateway_port", "gateway_tls", "client_address", "topology", "open_api", "firewall", "allow_guarded",
 )
 # Interface variable (extra-vars / inventory) for each request key, for messages.
 VARIABLES = {
@@ -39,6 +39,7 @@ VARIABLES = {
     "host": "inventory_hostname", "host_groups": "the vllm_single and vllm_cluster groups", "gateway": "vllm_gateway",
     "gateway_port": "vllm_gateway_port", "gateway_tls": "vllm_gateway_tls_certificate", "client_address": "ansible_host",
     "topology": "vllm_topology", "open_api": "vllm_open_api", "firewall": "vllm_firewall",
+    "allow_guarded": "vllm_allow_guarded",
 }
 # vLLM's development mode: registers /reset_prefix_cache, /sleep, /collective_rpc, ... outside the API key.
 DEV_MODE_ENV = "VLLM_SERVER_DEV_MODE"

@@ -880,6 +880,7 @@ class _Planner(object):
         self.resolve_drafter()
         self.resolve_settings()
         self.check_cluster_ports()
+        self.allowed_guarded, self.allowed_routes = plan_guards.allowed_guarded(self), []
         plan_guards.check_extra_args(self)
         plan_guards.check_role_envs(self)
         self.apply_release_defects()
@@ -947,6 +948,7 @@ class _Planner(object):
             "bind_address": self.bind_address,
             "gateway": self.gateway,
             "firewall": self.firewall,
+            "refused_routes": plan_guards.refused_routes(self),
             "replicas": None if self.replicas is None else dict(self.replicas, upstreams=[
                 {"host": host, "address": address, "port": self.port} for host, address in self.replica_nodes]),
             "endpoint": self.client_endpoint,

@@ -184,6 +184,15 @@ options:
         answer without the API key; only a benchmark host that resets the prefix cache between sweep shapes needs it.
     type: bool
     default: false
+  allow_guarded:
+    description:
+      - The catalog's guarded flags and environment variables (C(rules.guarded)) to let through, each by name; options
+        that load code (C(--trust-remote-code), C(--tool-parser-plugin), ...), open routes the API key does not guard
+        (C(VLLM_ALLOW_RUNTIME_LORA_UPDATING)) or widen what clients may read (C(--allowed-local-media-path)).
+      - Omitted, each is refused in O(extra_args) and in every environment mapping. Named, the plan warns, and the
+        routes it registers leave RV(plan.refused_routes).
+    type: list
+    elements: str
   gateway:
     description:
       - The API gateway (role C(sparkfleet.vllm.vllm_gateway)) fronts the server, so the plan binds the API to the
@@ -394,6 +403,11 @@ plan:
       description: Whether the playbooks load the firewall role's rules on this host before a server starts (O(firewall)).
       type: bool
       sample: true
+    refused_routes:
+      description: Routes under C(/v1) that guarded settings register and this plan does not allow (O(allow_guarded)); the gateway answers them with 404.
+      type: list
+      elements: str
+      sample: [/v1/load_lora_adapter, /v1/unload_lora_adapter]
     replicas:
       description:
         - With O(topology=replicas), this host's place among the replicas, else null. C(index) and C(count); C(front)

@@ -82,15 +82,28 @@ REFUSAL_CATCHERS = {
     R + "plan_guards.check_extra_args:flags": [
         CATCHERS_FILE + "test_extra_args_are_refused_when_the_flag_list_cannot_be_read"],
     R + "plan_guards.check_extra_args:attention-backend": [DOCUMENTED % 11],
+    R + "plan_guards.check_extra_args:extra-args-separator": [
+        PLANNER + "test_a_key_hidden_in_one_item_or_after_a_separator_is_refused_without_echoing_it[after-separator]"],
+    R + "plan_guards.check_extra_args:extra-args-item": [
+        PLANNER + "test_a_key_hidden_in_one_item_or_after_a_separator_is_refused_without_echoing_it[one-item]"],
+    R + "plan_guards.allowed_guarded:type": [PLANNER + "test_allow_guarded_names_only_what_the_catalog_guards[not-a-list]"],
+    R + "plan_guards.allowed_guarded:allow-guarded": [PLANNER + "test_allow_guarded_names_only_what_the_catalog_guards[unknown]"],
+    R + "plan_guards._guard:guarded": [
+        PLANNER + "test_flags_that_load_code_or_widen_access_are_refused_unless_named[--trust-remote-code]",
+        PLANNER + "test_every_environment_mapping_gets_the_same_guard[runtime-lora-cluster_extra_env]"],
+    R + "plan_guards.check_env:type": [PLANNER + "test_bad_user_env_is_refused[A=1-type]"],
+    R + "plan_guards.check_env:env-name": [PLANNER + "test_bad_user_env_is_refused[env2-env-name]"],
+    R + "plan_guards.check_env:type#2": [PLANNER + "test_bad_user_env_is_refused[env3-type]"],
+    R + "plan_guards.check_env:env-control": [
+        PLANNER + "test_every_environment_mapping_gets_the_same_guard[newline-cluster_extra_env]"],
+    R + "plan_guards._refuse_secret_name:env-secret": [PLANNER + "test_bad_user_env_is_refused[env0-env-secret]"],
+    R + "plan_guards._check_dev_mode:dev-mode": [
+        PLANNER + "test_dev_mode_from_the_catalog_is_refused_too",
+        PLANNER + "test_every_environment_mapping_gets_the_same_guard[dev-mode-cluster_ray_health_check]"],
     R + "plan_guards._refuse_flag:secret-flag": [BAD_INPUT % 31],
     R + "plan_guards._refuse_flag:managed-flag": [BAD_INPUT % 30],
     R + "plan_guards._refuse_flag:refused-flag": [PLANNER + "test_every_spelling_of_a_guarded_flag_is_refused[--config f.yaml]"],
     R + "plan_guards._refuse_flag:dev-mode-flag": [PLANNER + "test_unguarded_routes_and_trace_logging_need_dev_mode[--grpc]"],
-    R + "plan_guards.check_env_names:type": [PLANNER + "test_bad_user_env_is_refused[A=1-type]"],
-    R + "plan_guards.check_env_names:env-name": [PLANNER + "test_bad_user_env_is_refused[env2-env-name]"],
-    R + "plan_guards.check_env_names:env-secret": [PLANNER + "test_bad_user_env_is_refused[env0-env-secret]"],
-    R + "plan_guards.apply_user_env:type": [PLANNER + "test_bad_user_env_is_refused[env3-type]"],
-    R + "plan_guards.apply_user_env:dev-mode": [PLANNER + "test_dev_mode_from_the_catalog_is_refused_too"],
     R + "plan_settings.max_model_len:max-model-len": [BAD_INPUT % 13],
     R + "plan_settings.media:audio": [BAD_INPUT % 24],
     R + "plan_settings.media:audio#2": [BAD_INPUT % 25],

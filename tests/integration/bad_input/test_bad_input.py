@@ -166,8 +166,6 @@ CASES = [
     site("hf-token-missing-for-download", "local",
          {"vllm_model": "tiny", "preflight_model": "31b", "preflight_weights_gib": 1, "vllm_serve_hosts": "sparkfleet_no_host"},
          "HF_TOKEN", "preflight_hf_token", family="host-preflight"),
-    site("dev-mode-in-production", "local", {"vllm_native_env": {"VLLM_SERVER_DEV_MODE": "1"}},
-         "VLLM_SERVER_DEV_MODE", "vllm_native_env", "vllm_native_allow_dev_mode=true", family="host-preflight"),
     site("unreachable-head-address", "local_pair", {"head_link_ip": "192.0.2.250"},
          "vllm_cluster_link_ip is '192.0.2.250'", "Fix: set vllm_cluster_link_ip for node-a", family="host-preflight"),
     # The ping check failing to run (rc 2 "No such file" on older ansible-core, "Error executing command." on 2.19)

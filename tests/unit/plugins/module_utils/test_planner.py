@@ -522,6 +522,112 @@ def test_bad_user_env_is_refused(catalog, env, rule):
     assert err.value.rule == rule and "vllm_env" in str(err.value)
 
 
+GUARD_ENV_KEYS = ("env", "native_env", "cluster_extra_env", "cluster_ray_health_check")
+GUARD_ENV_VARIABLES = {"env": "vllm_env", "native_env": "vllm_native_env", "cluster_extra_env": "vllm_cluster_extra_env",
+                       "cluster_ray_health_check": "vllm_cluster_ray_health_check"}
+
+
+@pytest.mark.parametrize("key", GUARD_ENV_KEYS)
+@pytest.mark.parametrize("env, rule, needle", [
+    ({"VLLM_SERVER_DEV_MODE": "1"}, "dev-mode", "VLLM_SERVER_DEV_MODE=1 would register vLLM's development routes"),
+    ({"NCCL_DEBUG": "INFO\nExecStartPre=/bin/sh -c id"}, "env-control", "NCCL_DEBUG holds a newline"),
+    ({"A": "x\ry"}, "env-control", "A holds a carriage return"),
+    ({"GITHUB_TOKEN": "ghp_x"}, "env-secret", "GITHUB_TOKEN, a secret-looking name"),
+    ({"A": ["x"]}, "type", "must be a string or number"),
+    ({"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "1"}, "guarded", "registers /v1/load_lora_adapter"),
+    ({"VLLM_ALLOW_INSECURE_SERIALIZATION": "true"}, "guarded", "pickled objects"),
+], ids=["dev-mode", "newline", "carriage-return", "secret-name", "list-value", "runtime-lora", "pickle"])
+def test_every_environment_mapping_gets_the_same_guard(catalog, key, env, rule, needle):
+    """One guard for vllm_env, vllm_native_env, vllm_cluster_extra_env and vllm_cluster_ray_health_check: before,
+    development mode passed the last three, a newline passed all four (an ExecStartPre= line in a cluster unit), and
+    the guarded variables passed without a word. Each refusal names the variable."""
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, profile="rtx_pro_6000", **{key: env})
+    assert err.value.rule == rule and needle in str(err.value), str(err.value)
+    assert err.value.variable == GUARD_ENV_VARIABLES[key] and GUARD_ENV_VARIABLES[key] in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("key", GUARD_ENV_KEYS)
+def test_off_values_of_guarded_variables_pass(catalog, key):
+    env = {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "0", "VLLM_SERVER_DEV_MODE": "false"}
+    plan = make(catalog, profile="rtx_pro_6000", **{key: env})
+    assert plan["refused_routes"] == ["/v1/load_lora_adapter", "/v1/unload_lora_adapter"]
+
+
+GUARDED_FLAG_CASES = [
+    (["--trust-remote-code"], "--trust-remote-code"),
+    (["--trust_remote_code"], "--trust-remote-code (given as --trust_remote_code)"),
+    (["--tool-parser-plugin", "/tmp/p.py"], "--tool-parser-plugin"),
+    (["--logits-processors", "m.C"], "--logits-processors"),
+    (["--worker-extension-cls=m.W"], "--worker-extension-cls"),
+    (["--allowed-local-media-path", "/"], "--allowed-local-media-path"),
+    (["--enable-prompt-embeds"], "--enable-prompt-embeds"),
+    (["--allowed-origins", '["*"]'], "--allowed-origins"),
+]
+
+
+@pytest.mark.parametrize("args, shown", GUARDED_FLAG_CASES, ids=[" ".join(args) for args, _shown in GUARDED_FLAG_CASES])
+def test_flags_that_load_code_or_widen_access_are_refused_unless_named(catalog, args, shown):
+    """The flags the review found accepted without a word (--middleware's class: they load code, accept what a
+    client sends as code or files, or open the API to every web page) are refused unless vllm_allow_guarded names
+    them; named, the plan warns."""
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, profile="rtx_pro_6000", extra_args=args)
+    assert err.value.rule == "guarded" and err.value.variable == "vllm_extra_args", str(err.value)
+    assert ("vllm_extra_args sets %s: it " % shown) in str(err.value), str(err.value)
+    name = shown.split()[0]
+    assert "or name %s in vllm_allow_guarded" % name in str(err.value)
+    plan = make(catalog, profile="rtx_pro_6000", extra_args=args, allow_guarded=[name])
+    assert any(w.startswith("%s in vllm_extra_args (vllm_allow_guarded): it " % shown) for w in plan["warnings"]), \
+        plan["warnings"]
+
+
+def test_a_guarded_value_is_refused_and_the_others_pass(catalog):
+    plan = make(catalog, profile="rtx_pro_6000", extra_args=["--allowed-origins", '["https://chat.example.org"]'])
+    assert not any("allowed-origins" in w for w in plan["warnings"])
+
+
+def test_allowing_runtime_lora_lets_its_routes_through_the_gateway(catalog):
+    """VLLM_ALLOW_RUNTIME_LORA_UPDATING registers /v1/load_lora_adapter and /v1/unload_lora_adapter, under /v1 where
+    the gateway forwards everything: the plan lists them as refused_routes (the gateway answers 404) unless
+    vllm_allow_guarded names the variable."""
+    plain = make(catalog, profile="rtx_pro_6000", api_key=KEY)
+    assert plain["refused_routes"] == ["/v1/load_lora_adapter", "/v1/unload_lora_adapter"]
+    allowed = make(catalog, profile="rtx_pro_6000", api_key=KEY, env={"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "1"},
+                   extra_args=["--enable-lora"], allow_guarded="VLLM_ALLOW_RUNTIME_LORA_UPDATING")
+    assert allowed["refused_routes"] == [] and allowed["env"]["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "1"
+    assert any(w.startswith("VLLM_ALLOW_RUNTIME_LORA_UPDATING=1 in vllm_env (vllm_allow_guarded)") for w in allowed["warnings"])
+
+
+@pytest.mark.parametrize("value, rule, needle", [
+    (["--not-a-guarded-flag"], "allow-guarded", "vllm_allow_guarded names --not-a-guarded-flag, which the catalog does not guard"),
+    ({"a": 1}, "type", "vllm_allow_guarded must be a list"),
+], ids=["unknown", "not-a-list"])
+def test_allow_guarded_names_only_what_the_catalog_guards(catalog, value, rule, needle):
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, profile="rtx_pro_6000", allow_guarded=value)
+    assert err.value.rule == rule and needle in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("args, rule, needle", [
+    (["--api-key S3cretValue1"], "extra-args-item", "item 0 begins with --api-key and holds whitespace"),
+    (["--seed", "1", "--", "--api-key", "S3cretValue1"], "extra-args-separator", "has a bare -- (item 2)"),
+], ids=["one-item", "after-separator"])
+def test_a_key_hidden_in_one_item_or_after_a_separator_is_refused_without_echoing_it(catalog, args, rule, needle):
+    """An API key in a single vllm_extra_args item ("--api-key S") or after a bare -- slipped past the secret-flag
+    check and reached the plan file, the printed command and ps. Both shapes are refused, and the message never
+    carries the value."""
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, profile="rtx_pro_6000", extra_args=args)
+    assert err.value.rule == rule and needle in str(err.value), str(err.value)
+    assert "S3cretValue1" not in str(err.value) and "S3cretValue1" not in repr(err.value.value)
+
+
+def test_json_with_spaces_after_an_equals_sign_stays_one_item(catalog):
+    plan = make(catalog, profile="rtx_pro_6000", extra_args=['--override-generation-config={"temperature": 0.6}'])
+    assert '--override-generation-config={"temperature": 0.6}' in plan["argv"]
+
+
 def test_cpu_stand_in(catalog):
     plan = make(catalog, profile="cpu")
     assert plan["model"]["short"] == "tiny" and plan["stand_in"] is True
@@ -1103,6 +1209,10 @@ BAD_INPUT_MOVED = [
           "vllm_gateway_port 8000 is vLLM's port (vllm_port)", "set vllm_gateway_port to another port"),
     moved("gateway-port-not-a-port", "gateway", "rtx_pro_6000", {"vllm_gateway": True, "vllm_gateway_port": "https"},
           "vllm_gateway_port", "https"),
+    # Was the native role's preflight (host-preflight); the planner's one guard for every environment refuses it first.
+    moved("dev-mode-in-production", "dev-mode", "local", {"vllm_native_env": {"VLLM_SERVER_DEV_MODE": "1"}},
+          "VLLM_SERVER_DEV_MODE=1 would register vLLM's development routes", "remove it from vllm_native_env",
+          "vllm_allow_dev_mode=true"),
 ]
 
 
