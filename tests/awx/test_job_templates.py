@@ -262,13 +262,37 @@ def test_no_credential_attached_without_secrets(templates):
 
 
 def test_secrets_given_to_configure_attach_the_credential_and_stay_unwritten(tmp_path):
+    """With the secrets, every template carries the credential and is bound to awx_inventory: it asks for no
+    inventory and no limit at launch (a launcher could otherwise send the key and the token to a host of their own),
+    and the workflows ask for neither either. The secrets are never written."""
     planted = canaries()
-    job_templates, objects, output = render(tmp_path, secret_env=planted)
+    proc = render_process(tmp_path, secret_env=planted, extra_vars={"awx_inventory": "spark4"})
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    job_templates = json.loads((tmp_path / "job_templates.json").read_text())
     for template in job_templates:
         assert template["credentials"] == ["sparkfleet vLLM secrets"], template["name"]
-    written = output + "".join(p.read_text() for p in tmp_path.rglob("*") if p.is_file())
+        assert template["inventory"] == "sparkfleet vLLM / spark4", template["name"]
+        assert template["ask_inventory_on_launch"] is False and template["ask_limit_on_launch"] is False, template["name"]
+    for workflow in read_workflows(tmp_path):
+        assert workflow["ask_inventory_on_launch"] is False and workflow["ask_limit_on_launch"] is False, workflow["name"]
+    written = proc.stdout + proc.stderr + "".join(p.read_text() for p in tmp_path.rglob("*") if p.is_file())
     for name, value in planted.items():
         assert value not in written, "%s leaked into the render output" % name
+
+
+@pytest.mark.parametrize("extra, needle", [
+    ({}, "awx_inventory is '' while the job templates carry"),
+    ({"awx_inventory": "local"}, "awx_inventory is 'local'"),
+    ({"awx_inventory": "spark9"}, "awx_inventory is 'spark9'"),
+    ({"awx_inventory": "", "awx_machine_credential": "spark ssh"}, "spark ssh"),
+], ids=["secrets-unbound", "local", "unknown", "machine-credential"])
+def test_a_template_with_a_credential_must_be_bound_to_an_inventory(tmp_path, extra, needle):
+    """Before: every template carried the secrets credential (and the Machine credential) and asked for the
+    inventory at launch. Now configure.yml refuses that before it renders or creates anything, naming the fix."""
+    proc = render_process(tmp_path, secret_env=canaries(), extra_vars=extra)
+    text = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode != 0 and needle in text and "Fix: set awx_inventory" in text, text[-3000:]
+    assert not (tmp_path / "job_templates.json").exists()
 
 
 def test_syntax_check():
