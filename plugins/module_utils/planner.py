@@ -389,6 +389,23 @@ class _Planner(object):
                         "vllm_image=vllm/vllm-openai:%s (or later)" % (minimum, self.release_name, self.catalog["defaults"]["release"]),
                         "vllm_image", self.release_name)
 
+    def check_release_floors(self):
+        """The catalog's rules.release_floors: a release older than a floor that applies (Gemma 4 itself, its MTP
+        drafter, published security advisories) is refused with the floor's reason and source. A stand-in release
+        (the CPU build) is not a Gemma 4 release: no floor applies to it."""
+        if self.release.get("stand_in"):
+            return
+        context = self.context(self.drafter)
+        for floor in self.rules.get("release_floors") or []:
+            if cat.release_at_least(self.release_name, floor["release"]) or not _defect_applies(floor, context):
+                continue
+            _refuse("release-floor", "vLLM %s is older than %s, the floor %s: %s (%s); set vllm_image=vllm/vllm-openai:%s "
+                    "or a later release, or unset vllm_image and vllm_release for the catalog's %s" % (
+                        self.release_name, floor["release"], floor["id"], " ".join(floor["why"].split()),
+                        " ".join(floor["source"].split()), self.catalog["defaults"]["release"],
+                        self.profile.get("default_release") or self.catalog["defaults"]["release"]),
+                    "vllm_image", self.release_name)
+
     def plannable(self):
         keys = [k for k, v in self.catalog["releases"].items() if v.get("plannable")]
         return sorted(keys, key=lambda k: (bool(self.catalog["releases"][k].get("stand_in")), cat.version_tuple(k)))
@@ -878,6 +895,7 @@ class _Planner(object):
         self.resolve_binding()
         self.resolve_firewall()
         self.resolve_drafter()
+        self.check_release_floors()
         self.resolve_settings()
         self.check_cluster_ports()
         self.allowed_guarded, self.allowed_routes = plan_guards.allowed_guarded(self), []

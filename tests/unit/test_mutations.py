@@ -55,6 +55,9 @@ REFUSAL_CATCHERS = {
     # request with the same words, so that case passes; the catcher asserts the rule.
     R + "planner._Planner.resolve_release:multi-node-release": [
         CATCHERS_FILE + "test_a_cluster_on_a_release_before_the_multi_node_minimum_is_refused_by_that_rule"],
+    R + "planner._Planner.check_release_floors:release-floor": [
+        PLANNER + "test_a_release_below_a_floor_is_refused_with_its_reason_and_source[v0.8.0]",
+        PLANNER + "test_a_release_below_a_floor_is_refused_with_its_reason_and_source[mtp-on-v0.22.0]"],
     R + "planner._Planner.resolve_runtime:runtime": [BAD_INPUT % 47],
     R + "planner._Planner.resolve_runtime:runtime#2": [
         CATCHERS_FILE + "test_native_runtime_is_refused_for_a_release_without_a_pip_package"],

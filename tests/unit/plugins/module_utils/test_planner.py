@@ -628,6 +628,33 @@ def test_json_with_spaces_after_an_equals_sign_stays_one_item(catalog):
     assert '--override-generation-config={"temperature": 0.6}' in plan["argv"]
 
 
+@pytest.mark.parametrize("request_, floor, why", [
+    ({"image": "vllm/vllm-openai:v0.8.0"}, "the floor gemma4", "cannot load the model at all"),
+    ({"release": "v0.18.1"}, "the floor gemma4", "releases/tag/v0.19.0"),
+    ({"release": "v0.22.0", "drafter": "mtp"}, "the floor gemma4-mtp", "V2 model runner"),
+], ids=["v0.8.0", "v0.18.1", "mtp-on-v0.22.0"])
+def test_a_release_below_a_floor_is_refused_with_its_reason_and_source(catalog, request_, floor, why):
+    """rules.release_floors: v0.8.0 used to plan with "no known defect applies", although no release before v0.19.0
+    loads Gemma 4 and older ones are below published advisories. Each floor refuses with its reason and source."""
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, profile="rtx_pro_6000", **request_)
+    assert err.value.rule == "release-floor" and err.value.variable == "vllm_image", str(err.value)
+    assert floor in str(err.value) and why in str(err.value), str(err.value)
+    assert "set vllm_image=vllm/vllm-openai:%s or a later release" % catalog["defaults"]["release"] in str(err.value)
+
+
+def test_a_release_between_the_floors_plans_without_a_drafter_and_every_floor_has_a_source(catalog):
+    plan = make(catalog, profile="rtx_pro_6000", release="v0.22.0")
+    assert plan["release"] == "v0.22.0" and any("v0.22.0 is not in the catalog" in w for w in plan["warnings"])
+    floors = catalog["rules"]["release_floors"]
+    assert {f["id"] for f in floors} == {"gemma4", "gemma4-mtp", "security"}
+    assert all(f["source"].strip() and f["why"].strip() for f in floors)
+    # Every release the catalog plans is at or above every floor that applies to it.
+    for name, release in catalog["releases"].items():
+        if release.get("plannable") and not release.get("stand_in"):
+            assert all(cat.release_at_least(name, f["release"]) for f in floors), name
+
+
 def test_cpu_stand_in(catalog):
     plan = make(catalog, profile="cpu")
     assert plan["model"]["short"] == "tiny" and plan["stand_in"] is True
