@@ -137,7 +137,8 @@ def test_container_units_carry_flags_env_and_plan(rendered, nodes, executor):
                 assert env.get("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S") == ("0" if executor == "ray" else None)
                 assert "StartLimitBurst=5" in unit and "Restart=on-failure" in unit
                 assert "HF_TOKEN=" not in unit and "VLLM_API_KEY=" not in unit  # names only (--env=NAME)
-                assert "EnvironmentFile=-/etc/vllm-cluster/secret.env" in unit
+                # Required (no "-"): a unit whose secret file is missing does not start, and systemd names the file.
+                assert "EnvironmentFile=/etc/vllm-cluster/secret.env" in unit and "EnvironmentFile=-" not in unit
             if executor == "ray":
                 (ray_start,) = exec_words(units["vllm-cluster-ray.service"])
                 check_container_flags(ray_start)
