@@ -1099,9 +1099,19 @@ def test_ray_expert_parallel_across_four_containers(cluster):
     each refusal it lifts. Multi-node mp is proven on the keyed pair (tensor and expert parallel, faults).
 
     The gateway on a cluster's head is proven once, on the keyed mp pair (assert_gateway_by_default_on_the_head):
-    this deploy has no key and no gateway, and is verified on the head's own port."""
+    this deploy has no key and no gateway, and is verified on the head's own port.
+
+    It starts from a site that grew from two Sparks to four: sim-1 and sim-2 carry the firewall a two-node deploy
+    loaded (its peers: the pair and the controller), which drops sim-3 and sim-4 on the link; sim-3 and sim-4 have
+    none. host.yml admits the new members to the loaded tables before preflight pings over the link (the control:
+    without that step, preflight refuses "sim-3 cannot reach 172.29.47.12, 172.29.47.11")."""
     forget()
     playbook("cluster_stop.yml", check=False)
+    for node in NODES:
+        node_sh(node, "nft delete table inet sparkfleet 2>/dev/null; true")
+    run([tool("ansible-playbook"), "-i", INVENTORY, *VAULT, str(REPO / "tests/cluster/firewall_pair.yml")], timeout=600)
+    grown = node_sh("sim-3", "ping -c 1 -W 2 %s" % ADDR["sim-1"])
+    assert grown.returncode != 0, "control: the two-node table on sim-1 drops sim-3 on the link\n" + grown.stdout
     RESULTS.mkdir(parents=True, exist_ok=True)
     reports = set(RESULTS.glob(STANDARD_REPORTS))
     deploy_began = time.time()
@@ -1129,8 +1139,18 @@ def test_ray_expert_parallel_across_four_containers(cluster):
     assert unit_identity(units) == before
     # site.yml -i inventories/spark4's default: the firewall on every node, said in each plan's summary, and loaded.
     assert flat(site.stdout).count("firewall: on (vllm_firewall unset): a 4-node cluster") == len(NODES), site.stdout[-3000:]
-    assert all(re.search(r'comment "sparkfleet\.vllm ruleset [0-9a-f]{16}"', node_sh(n, "nft list table inet sparkfleet").stdout)
-               for n in NODES), "the firewall's table is loaded on every node"
+    tables = {n: node_sh(n, "nft list table inet sparkfleet").stdout for n in NODES}
+    assert all(re.search(r'comment "sparkfleet\.vllm ruleset [0-9a-f]{16}"', t) for t in tables.values()), \
+        "the firewall's table is loaded on every node"
+    assert len({re.search(r"comment .*", t).group(0) for t in tables.values()}) == 1, \
+        "every node, the two that carried the pair's table included, loaded the four-node group's rules: %s" % tables
+    admitted = re.findall(r"TASK \[sparkfleet\.vllm\.firewall : Admit the peers[^\n]*\n(?:(?!TASK \[).*\n)*", site.stdout)
+    assert admitted, site.stdout[-3000:]
+    admitted = flat(admitted[0])
+    for node in PAIR:
+        for new in ("sim-3", "sim-4"):
+            assert "changed: [%s] => (item=%s)" % (node, ADDR[new]) in admitted, admitted
+    assert "changed: [sim-3]" not in admitted and "changed: [sim-4]" not in admitted, admitted
 
 
 def replica_successes(node):
