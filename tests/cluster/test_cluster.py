@@ -855,9 +855,10 @@ def flat(output):
     return " ".join(output.split())
 
 
-def controller_killed_after_the_stop(args):
+def controller_killed_after_the_stop(args, task="Stop vLLM on every rank"):
     """cluster.yml with ``args``, its controller killed (SIGKILL to ansible-playbook and its workers) right after the
-    play stopped the ranks for a group restart: no handler, no always, no next task runs. Returns its output."""
+    role's ``task`` ran (by default: the play stopped the ranks for a group restart): no handler, no always, no next
+    task runs. Returns its output."""
     cmd = [tool("ansible-playbook"), "-i", INVENTORY, *VAULT, str(REPO / "playbooks/cluster.yml"), *args]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
                             start_new_session=True)
@@ -866,7 +867,7 @@ def controller_killed_after_the_stop(args):
     seen, stopping = [], False
     for line in proc.stdout:
         seen.append(line)
-        if "TASK [sparkfleet.vllm.vllm_cluster : Stop vLLM on every rank]" in line:
+        if line.startswith("TASK [sparkfleet.vllm.vllm_cluster : %s" % task):
             stopping = True
         elif stopping and line.startswith("TASK ["):
             os.killpg(proc.pid, signal.SIGKILL)  # the controller dies: no handler, no always, no next task
@@ -874,7 +875,7 @@ def controller_killed_after_the_stop(args):
     watchdog.cancel()
     proc.wait(60)
     output = "".join(seen)
-    assert stopping, "the run never reached the group restart:\n" + output[-3000:]
+    assert stopping, "the run never reached %r:\n%s" % (task, output[-3000:])
     return output
 
 
@@ -955,6 +956,39 @@ def test_mp_faults_while_serving_are_named_and_healed(mp_pair):
              for n, lines in units.items()}
     failed = {n: node_sh(n, "systemctl list-units --failed --plain --no-legend 'vllm-cluster*'").stdout.strip() for n in PAIR}
     assert not any(stray.values()) and not any(failed.values()), (stray, failed)
+
+
+def test_a_rotated_key_takes_effect_after_an_interrupted_run(mp_pair):
+    """The operator rotates the API key (a new vault) and runs cluster.yml; its controller dies right after the new
+    secret file is written, before the group restart (SIGKILL: no handler, no next task), so the pair still serves
+    with the old key (the control: the kill came before anything was applied). The next cluster.yml with the new key
+    finds nothing to write (its templates report no change) yet restarts the group once, because the files are newer
+    than what the group last started with (the stamp); then the old key gets 401 and the new one 200 from the head's
+    vLLM. (That a plain re-run after a group restart, the stamp touched, changes nothing is proven by the faults test's
+    last run.) The shared pair serves with the new key afterwards."""
+    canary = mp_pair["canary"]
+    assert completion_status(canary.key) == 200, "the pair serves with the first key"
+    rotated = Canary("rotated")
+    work = STATE / "canary-rotated"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    rotated.args = rotated.vault(work, tool("ansible-vault"))
+    args = ["-e", "cluster_group=sim_pair", "-e", "vllm_executor=mp", *rotated.args]
+    killed = controller_killed_after_the_stop(args, task="Write the secret env file")
+    assert "changed: [sim-1]" in flat(killed.split("TASK [sparkfleet.vllm.vllm_cluster : Write the secret env file")[1]), \
+        killed[-3000:]
+    assert completion_status(canary.key) == 200, "control: the interrupted run applied nothing, the old key serves"
+    heal = playbook("cluster.yml", *args, timeout=900)
+    written = re.findall(r"TASK \[sparkfleet\.vllm\.vllm_cluster : Write the secret env file[^\n]*\n(?:(?!TASK \[).*\n)*",
+                         heal.stdout)
+    assert written and "changed:" not in written[0], "the re-run found the new secret file already written: %s" % written
+    assert "written by an earlier run that stopped before applying it: [sim-1" in flat(heal.stdout), heal.stdout[-3000:]
+    mp_pair["canary"] = rotated
+    serving = wait_for(lambda: completion_status(rotated.key, timeout=30) == 200, 300, interval=3)
+    old_key = completion_status(canary.key)
+    fault_row("rotated key after an interrupted run", new_key_serves=serving is not None, old_key_status=old_key)
+    assert serving is not None, "the new key gets no completion within 300 s of the re-run"
+    assert old_key == 401, "the old key still answers %s" % old_key
 
 
 def test_mp_exposure_while_serving(mp_pair):
@@ -1138,7 +1172,9 @@ def test_ray_expert_parallel_across_four_containers(cluster):
     assert {h: r["changed"] for h, r in recap(again.stdout).items()} == dict.fromkeys(NODES, 0), again.stdout[-3000:]
     assert unit_identity(units) == before
     # site.yml -i inventories/spark4's default: the firewall on every node, said in each plan's summary, and loaded.
-    assert flat(site.stdout).count("firewall: on (vllm_firewall unset): a 4-node cluster") == len(NODES), site.stdout[-3000:]
+    # Each node's summary, printed by plan.yml and again by cluster.yml's own plan.
+    assert flat(site.stdout).count("firewall: on (vllm_firewall unset): a 4-node cluster") == 2 * len(NODES), \
+        site.stdout[-3000:]
     tables = {n: node_sh(n, "nft list table inet sparkfleet").stdout for n in NODES}
     assert all(re.search(r'comment "sparkfleet\.vllm ruleset [0-9a-f]{16}"', t) for t in tables.values()), \
         "the firewall's table is loaded on every node"

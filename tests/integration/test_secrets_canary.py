@@ -33,6 +33,7 @@ vllm-serve-canary are this test's own.
 The throughput gate runs with a short output and the inventory's own floor against
 the stand-in's calibration (measured on this server in the same run), so it can fail.
 """
+import hashlib
 import json
 import os
 import pathlib
@@ -168,6 +169,11 @@ def test_playbook_output_has_no_secret(canary_deploy):
         "not the -vvv output expected"
     assert not leaks(canary_deploy["stdout"]), "secret in stdout"
     assert not leaks(canary_deploy["stderr"]), "secret in stderr"
+    # Nor a checksum of the 0600 secret file (stat's sha1 default, or the sha256 the native role's restart check
+    # reads), from which a short key could be recovered by trying candidates.
+    secret = (CONFIG_DIR / "secret.env").read_bytes()
+    for digest in (hashlib.sha1(secret).hexdigest(), hashlib.sha256(secret).hexdigest()):  # noqa: S324 - stat's own
+        assert digest not in canary_deploy["stdout"] + canary_deploy["stderr"], "the secret file's checksum is in the output"
 
 
 def test_plans_and_results_have_no_secret(canary_deploy):

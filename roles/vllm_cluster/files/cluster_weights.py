@@ -446,6 +446,12 @@ class ShareHandler(http.server.BaseHTTPRequestHandler):
     server_version = "sparkfleet-weights"
     sys_version = ""
 
+    def log_message(self, format, *args):  # noqa: A002 - http.server's signature
+        """http.server's access log (to stderr, so the unit's journal) with the share's token written as <token>: the
+        request line carries it, and the journal outlives the share."""
+        line = (format % args).replace(self.server.token, "<token>")
+        sys.stderr.write("%s - %s\n" % (self.address_string(), line))
+
     def do_HEAD(self):  # noqa: N802 - http.server's naming
         self.answer(body=False)
 

@@ -90,7 +90,7 @@ def share(tmp_path, request):
                                          capture_output=True, text=True, check=True).stdout)
     token = "k3y" + os.urandom(12).hex()
     proc, base = serve(tmp_path, head, manifest, token, ["127.0.0.1"])
-    yield {"manifest": manifest, "base": base, "token": token, "tmp": tmp_path, "head": head}
+    yield {"manifest": manifest, "base": base, "token": token, "tmp": tmp_path, "head": head, "log": proc.log}
     proc.terminate()
     proc.wait(10)
     proc.log.close()
@@ -119,6 +119,10 @@ def test_a_worker_pulls_the_model_through_the_capability_url(share):
     assert share["token"] not in " ".join(proc.args)
     again, proc = pull(share, share["base"] + share["token"] + "/")
     assert proc.returncode == 0 and not json.loads(proc.stdout)["changed"], proc.stdout
+    # The server's access log (the head's journal) names each request with the token written as <token>.
+    share["log"].flush()
+    logged = (share["tmp"] / "serve.log").read_text()
+    assert "GET /<token>/" + REPO_DIR in logged and share["token"] not in logged, logged[-2000:]
 
 
 def status(url):
