@@ -62,6 +62,7 @@ TARGETS = {
 # (playbook, play name) of every play that changes a host: each escalates.
 ESCALATING = {
     ("host.yml", "NVIDIA driver"),
+    ("host.yml", "Admit new cluster members to a loaded firewall"),
     ("host.yml", "Docker and the NVIDIA Container Toolkit"),
     ("serve.yml", "Serve vLLM on single-node hosts"),
     ("stop.yml", "Stop vLLM on single-node hosts"),
