@@ -281,7 +281,10 @@ def _client_endpoint(planner):
 
 
 def api_key(planner):
-    """The API key is checked and served through a secret, never the argv; a Hugging Face model needs HF_TOKEN."""
+    """The API key is checked and served through a secret, never the argv. A Hugging Face model's token is not the
+    server's: the weights role downloads before any server starts (on a cluster, the head; the workers copy from it)
+    with the token in a 0600 file only that download reads, and the server runs with the hub offline, so a file missing
+    from the cache fails its start instead of starting a download."""
     key = planner.request.get("api_key")
     if not _unset(key):
         if not isinstance(key, str) or re.search(r"\s", key) or len(key) < 8:
@@ -295,7 +298,9 @@ def api_key(planner):
         planner.secret_env.append("VLLM_API_KEY")
         planner.reason("API key: served through the VLLM_API_KEY secret (kept out of argv, environment and logs)")
     if planner.model.get("source") == "huggingface":
-        planner.secret_env.insert(0, "HF_TOKEN")
+        planner.env["HF_HUB_OFFLINE"] = "1"
+        planner.reason("HF_HUB_OFFLINE=1: the weights role puts the weights in the cache before the server starts; the "
+                       "Hugging Face token reaches only that download, never the server")
 
 
 def extra_args(planner):

@@ -45,8 +45,9 @@ HEALTH_TIMEOUT_S = 600
 RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
 
-# The secrets the native role's secret handling is tested with. The planner lists HF_TOKEN only for a hub
-# download; these tests name it here, visibly, on top of the planner's own plan, and give its value the way
+# The secrets the native role's secret handling is tested with. The planner never gives HF_TOKEN to a server (the
+# weights download alone reads it); these tests use it as a secret name a plan may carry, visibly, on top of the
+# planner's own plan (the role carries whatever names the plan lists), and give its value the way
 # operators do (the secrets contract, docs/security.md): only as the variable vllm_hf_token, from a vars file
 # (-e @file, never the command line), with a decoy in the controller's environment. VLLM_API_KEY is left to
 # the tests that enforce a key (test_secrets_canary, test_gateway_routes): a runtime refuses a secret_env

@@ -125,7 +125,7 @@ def test_extra_vars_interface(tmp_path):
     argv = plan["argv"]
     assert argv[-1] == "--enforce-eager" and argv[argv.index("--port") + 1] == "8123" and plan["port"] == 8123
     assert argv[argv.index("--max-model-len") + 1] == "49152", "the 5090 default drafter (MTP) caps the 31B at 49,152"
-    assert "--language-model-only" in argv and plan["secret_env"] == ["HF_TOKEN", "VLLM_API_KEY"]
+    assert "--language-model-only" in argv and plan["secret_env"] == ["VLLM_API_KEY"] and plan["env"]["HF_HUB_OFFLINE"] == "1"
     assert "sk-integration-0123456789" not in proc.stdout + proc.stderr + json.dumps(plan)
     # The key and no vllm_gateway: the plan role's default puts the gateway in front, vLLM's port on loopback (the
     # 5090's compose runtime publishes it there; inside its container vLLM listens on every address).

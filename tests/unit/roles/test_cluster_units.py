@@ -219,7 +219,8 @@ def test_secret_env_holds_the_plans_names_from_the_vaulted_variables(tmp_path):
 
     Each node's secret.env (the preview renders it 0600 when asked) must hold exactly its plan's secret_env names,
     with the vault's values read back unchanged by the same double-quote rules systemd's EnvironmentFile= uses
-    (bash sources them alike); the decoy must appear nowhere; a container gets each secret by name only.
+    (bash sources them alike); the decoy must appear nowhere; a container gets each secret by name only. The vault's
+    Hugging Face token is the weights download's only: it reaches no rank's file or unit.
     """
     # The planner refuses whitespace in a key (rule api-key); every other printable character is here.
     key, token, decoy = "k$y'q\"\\#x`$(id)", "hf_vault_token_%s" % tmp_path.name, "decoy-from-the-environment"
@@ -238,23 +239,24 @@ def test_secret_env_holds_the_plans_names_from_the_vaulted_variables(tmp_path):
     for host in ("spark-01", "spark-02"):
         base = tmp_path / "units" / "ray" / combo[0]["name"] / host
         plan = json.loads((base / "plan.json").read_text())
-        assert sorted(plan["secret_env"]) == ["HF_TOKEN", "VLLM_API_KEY"], plan["secret_env"]
+        # The hub token is the head's download's only (the weights role): the ranks run with the hub offline.
+        assert plan["secret_env"] == ["VLLM_API_KEY"] and plan["env"]["HF_HUB_OFFLINE"] == "1", plan
         secret_file = base / "secret.env"
         assert stat.S_IMODE(secret_file.stat().st_mode) == 0o600
         text = secret_file.read_text()
         names = [line.split("=", 1)[0] for line in text.splitlines() if line and not line.startswith("#")]
         assert sorted(names) == sorted(plan["secret_env"]), text
-        assert decoy not in text
-        script = "set -a; . %s; printf '%%s\\0%%s' \"$VLLM_API_KEY\" \"$HF_TOKEN\"" % shlex.quote(str(secret_file))
+        assert decoy not in text and token not in text
+        script = "set -a; . %s; printf '%%s' \"$VLLM_API_KEY\"" % shlex.quote(str(secret_file))
         read_back = subprocess.run(["bash", "-c", script], capture_output=True, check=True, env={"PATH": "/usr/bin:/bin"})
-        assert read_back.stdout.decode().split("\0") == [key, token]
+        assert read_back.stdout.decode() == key
         for unit in base.glob("*.service"):
             unit_text = unit.read_text()
             assert decoy not in unit_text and key not in unit_text and token not in unit_text
             assert "--env-file" not in unit_text, "docker's --env-file would not unquote secret.env"
             if "docker run" in unit_text:
                 words = exec_words(unit_text)[0]
-                assert {"--env=VLLM_API_KEY", "--env=HF_TOKEN"} <= set(words), words
+                assert "--env=VLLM_API_KEY" in words and "--env=HF_TOKEN" not in words, words
 
 
 def test_the_head_shares_the_drafters_repository_beside_the_models(tmp_path):

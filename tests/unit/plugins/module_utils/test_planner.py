@@ -109,7 +109,8 @@ def test_single_node_golden(catalog, profile, model, drafter):
         else:
             assert spec == {"model": DRAFTERS[(model, drafter)], "num_speculative_tokens": 2}, "MTP infers its method"
     assert "VLLM_USE_V2_MODEL_RUNNER" not in plan["env"], "v0.29.0+ runs the V2 model runner by default"
-    assert plan["secret_env"] == ["HF_TOKEN"]
+    # The hub token is the download's only (the weights role), never the server's; the server runs with the hub offline.
+    assert plan["secret_env"] == [] and plan["env"]["HF_HUB_OFFLINE"] == "1"
     assert all(isinstance(a, str) for a in argv)
 
 
@@ -478,7 +479,7 @@ def test_api_key_never_enters_the_plan(catalog):
     key = "sk-very-secret-0123456789"
     plan = make(catalog, profile="rtx_pro_6000", api_key=key)
     assert key not in json.dumps(plan)
-    assert plan["secret_env"] == ["HF_TOKEN", "VLLM_API_KEY"] and "--api-key" not in plan["argv"]
+    assert plan["secret_env"] == ["VLLM_API_KEY"] and "--api-key" not in plan["argv"]
 
 
 def test_user_env_is_merged_over_the_plan(catalog):
@@ -1529,7 +1530,7 @@ def test_api_key_with_every_allowed_character_passes(catalog):
     from ansible_collections.sparkfleet.vllm.plugins.module_utils import env_rules
 
     plan = make(catalog, profile="rtx_pro_6000", api_key="sk-" + env_rules.ENV_VALUE_ALLOWED)
-    assert plan["secret_env"] == ["HF_TOKEN", "VLLM_API_KEY"]
+    assert plan["secret_env"] == ["VLLM_API_KEY"]
 
 
 def test_v030_e_series_aggregate_drop_is_warned(catalog):
