@@ -10,6 +10,7 @@ Verify & benchmark, Status, Swap model, Stop. It listens on HARNESS_PORT, not
 8000, so a demo left running does not collide with it.
 """
 import datetime
+import hashlib
 import json
 import pathlib
 import socket
@@ -65,6 +66,9 @@ HARNESS_VARS = {
     # host (tests/integration/test_operator_host.py) and the simulated cluster.
     "vllm_firewall": False,
 }
+# The Deploy job's 0600 secret file (the native role's, for HARNESS_VARS' service name): its checksums must appear in no
+# job's artifacts (events, stdout, the fact cache), where a short key could be recovered from them by trying candidates.
+SECRET_FILE = pathlib.Path("/etc/sparkfleet/%s/secret.env" % HARNESS_VARS["vllm_native_service_name"])
 # What the Swap model run changes besides the model: the context length, so
 # the swap has something to restart for even though the CPU stand-in has one model.
 SWAP_MAX_MODEL_LEN = 2048
@@ -132,7 +136,7 @@ def sequence(tmp_path_factory):
     assert hostvars, "inventories/local has no hosts"
     local_model = next(iter(hostvars.values())).get("vllm_model")
     secrets = canaries()
-    jobs = {}
+    jobs, digests = {}, {}
     try:
         for name in ORDER:
             template = by_name[name]
@@ -151,12 +155,16 @@ def sequence(tmp_path_factory):
                 api_status = {"without key": harness_status("/v1/models"),
                               "with key": harness_status("/v1/models", secrets["VLLM_API_KEY"])}
             jobs[name] = Job(name, template, private, extravars, runner, time.monotonic() - started, api_status)
+            if name == "Deploy" and SECRET_FILE.exists():
+                written = SECRET_FILE.read_bytes()
+                digests = {"sha1 of secret.env": hashlib.sha1(written).hexdigest(),  # noqa: S324 - stat's default
+                           "sha256 of secret.env": hashlib.sha256(written).hexdigest()}
     finally:
         if port_open(HARNESS_PORT) and ("Stop" not in jobs or jobs["Stop"].runner.status != "successful"):
             # Leave no server behind whatever failed above.
             run_playbook(tmp_path_factory.mktemp("cleanup"), by_name["Stop"]["playbook"], INVENTORY,
                          dict(HARNESS_VARS), secrets)
-    return jobs, secrets
+    return jobs, secrets, digests
 
 
 @pytest.mark.parametrize("name", ORDER)
@@ -195,7 +203,9 @@ def test_job_runs_expected_tasks(sequence, name):
 def test_no_secret_in_any_artifact(sequence, name):
     job = sequence[0][name]
     secrets = sequence[1]
-    found = leaks(job.dir, secrets)
+    digests = sequence[2]
+    assert digests, "the Deploy job wrote no %s" % SECRET_FILE
+    found = leaks(job.dir, dict(secrets, **digests))
     assert not found, "%s leaked: %s" % (name, found)
     # As AWX launches jobs: no env/ files holding the injected values.
     assert not (pathlib.Path(job.dir) / "env/envvars").exists()
