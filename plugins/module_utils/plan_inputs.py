@@ -12,7 +12,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import ipaddress
 import json
+import re
 
 REQUEST_KEYS = (
     "model", "drafter", "profile", "gpu_name", "node_count", "node_index", "image", "release", "executor", "objective",
@@ -170,6 +172,57 @@ def arg_list(request):
             refuse("type", "vllm_extra_args must be a list of strings; item %r is not one" % (item,), "vllm_extra_args", item)
         out.append(str(item))
     return out
+
+
+# The cluster link's device variables: (the shape of one name, what it names, an example, a list allowed). A Linux
+# netdev name as the kernel takes it (1-15 characters, no '/', ':' or whitespace) narrowed to the characters interface
+# names use in practice; an RDMA device name (ibv_devices) likewise.
+LINK_DEVICES = {
+    "cluster_interface": (re.compile(r"^[A-Za-z0-9_.-]{1,15}$"), "a network interface", "enp1s0f1np1", False),
+    "cluster_hca": (re.compile(r"^[A-Za-z0-9_.-]{1,64}$"), "an RDMA device", "rocep1s0f1", True),
+}
+
+
+def as_link_address(value, variable, host=None):
+    """A node's address on the cluster link as Ray (--node-ip-address), vLLM (VLLM_HOST_IP, --master-addr) and NCCL take
+    it, and as preflight finds it on the link interface: an IP address, never a name, a port, a prefix length or shell
+    text. Returns it as text."""
+    text = value.strip() if isinstance(value, str) else value
+    try:
+        if not isinstance(text, str):
+            raise ValueError(text)
+        ipaddress.ip_address(text)
+    except ValueError:
+        where = " for %s" % host if host else ""
+        refuse("link-address", "%s%s is %r, which is not an IP address; set it to the node's address on the cluster link, "
+               "such as 192.168.100.11 (no port, no prefix length, no host name)" % (variable, where, value), variable, value)
+    return text
+
+
+def as_link_devices(value, key):
+    """vllm_cluster_interface (one netdev) or vllm_cluster_hca (RDMA devices: a list or a comma-separated string), each
+    name checked against its shape, so that none reaches an env file or a unit as something else. Returns the names."""
+    shape, what, example, many = LINK_DEVICES[key]
+    variable = VARIABLES[key]
+    if isinstance(value, (list, tuple)) and many:
+        items = list(value)
+    elif isinstance(value, str):
+        items = value.split(",") if many else [value]
+    else:
+        items = [value]
+    names = []
+    for item in items:
+        name = item.strip() if isinstance(item, str) else item
+        if name == "" and many and len(items) > 1:
+            continue
+        if not isinstance(name, str) or not shape.match(name) or name in (".", ".."):
+            refuse("link-device", "%s has %r, which is not %s name; set it to the node's %s on the cluster link, such as "
+                   "%s" % (variable, item, what, what.split(" ", 1)[1], example), variable, item)
+        names.append(name)
+    if not names:
+        refuse("link-device", "%s is empty; set it to the node's %s, such as %s" % (variable, what.split(" ", 1)[1], example),
+               variable, value)
+    return names
 
 
 def fmt(number):

@@ -230,6 +230,11 @@ def max_num_seqs(planner):
     else:
         planner.overridden.append("max_num_seqs")
         planner.reason("--max-num-seqs %d: requested" % seqs)
+    if seqs > planner.mnbt:
+        # vLLM's SchedulerConfig refuses to start: every scheduled sequence takes at least one token of the step's budget.
+        _refuse("max-num-seqs", "--max-num-seqs %d is above --max-num-batched-tokens %d: vLLM refuses to start "
+                "(\"max_num_batched_tokens must be greater than or equal to max_num_seqs\"); set vllm_max_num_seqs <= %d, "
+                "or raise vllm_max_num_batched_tokens" % (seqs, planner.mnbt, planner.mnbt), "vllm_max_num_seqs", seqs)
     planner.max_num_seqs = seqs
 
 
@@ -240,10 +245,16 @@ def endpoint(planner):
     if _unset(served):
         served = planner.model["served_name"]
     else:
-        served = str(served).strip()
+        if not isinstance(served, str):
+            _refuse("served-name", "vllm_served_model_name must be one name (a string), got %r; set a name such as %s" % (
+                served, planner.model["served_name"]), "vllm_served_model_name", served)
+        served = served.strip()
         if re.search(r"\s", served):
             _refuse("served-name", "vllm_served_model_name %r contains whitespace; set a name such as %s" % (
                 served, planner.model["served_name"]), "vllm_served_model_name", served)
+        if served.startswith("-"):
+            _refuse("served-name", "vllm_served_model_name %r starts with '-', which vLLM's argument parser would read as "
+                    "a flag; set a name such as %s" % (served, planner.model["served_name"]), "vllm_served_model_name", served)
         planner.reason("--served-model-name %s: requested" % served)
     planner.served_name = served
 

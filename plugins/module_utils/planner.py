@@ -241,7 +241,7 @@ class _Planner(object):
             return
         owners = {}
         for node in nodes:
-            address = str(node.get("address") or "").strip()
+            address = plan_inputs.as_link_address(node.get("address"), "vllm_cluster_link_ip", node.get("host"))
             # Inventory hosts that are one machine (the simulation's local pair) share its addresses by nature.
             machine = node.get("machine") or node.get("host")
             owner = owners.setdefault(address, (node.get("host"), machine))
@@ -299,8 +299,9 @@ class _Planner(object):
         if _unset(self.head_address):
             _refuse("cluster", "a %d-node cluster needs the head's address on the cluster link; set vllm_cluster_link_ip "
                     "(or ansible_host) on the first host of the vllm_cluster group" % self.node_count, "vllm_cluster_link_ip")
-        self.head_address = str(self.head_address).strip()
-        self.node_address = None if _unset(self.request.get("node_address")) else str(self.request["node_address"]).strip()
+        self.head_address = plan_inputs.as_link_address(self.head_address, "vllm_cluster_link_ip", "the head")
+        self.node_address = None if _unset(self.request.get("node_address")) else plan_inputs.as_link_address(
+            self.request["node_address"], "vllm_cluster_link_ip", self.request.get("host"))
         self.check_link_addresses()
 
     def resolve_replicas(self):
@@ -323,6 +324,8 @@ class _Planner(object):
                         "%s is shared by %s" % (repeated[0], ", ".join(
                             str(n.get("host")) for n, a in zip(nodes, addresses) if a == repeated[0]))
                         if repeated else "a host has no address"), "vllm_cluster_link_ip", repeated[0] if repeated else "")
+        for node, address in zip(nodes, addresses):
+            plan_inputs.as_link_address(address, "vllm_cluster_link_ip", node.get("host"))
         front = nodes[0]
         self.replicas = {
             "index": index,
@@ -810,7 +813,8 @@ class _Planner(object):
         if _unset(hca):
             hca = cluster.get("hca_placeholder")
             self.warn("vllm_cluster_hca is unset: using the placeholder %s; set it to the node's RoCE device" % hca)
-        hcas = [str(h).strip() for h in (hca if isinstance(hca, (list, tuple)) else str(hca).split(",")) if str(h).strip()]
+        interface = plan_inputs.as_link_devices(interface, "cluster_interface")[0]
+        hcas = plan_inputs.as_link_devices(hca, "cluster_hca")
         hca = ",".join(hcas)
         # UCX (Ray's and NCCL's transport helpers) names a device with its port: <hca>:1 for each RoCE device.
         self.env.update({"NCCL_SOCKET_IFNAME": str(interface), "GLOO_SOCKET_IFNAME": str(interface), "NCCL_IB_HCA": hca,

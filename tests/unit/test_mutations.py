@@ -115,7 +115,17 @@ REFUSAL_CATCHERS = {
     R + "plan_settings.vision_fit:vision-fit": [PLANNER + "test_5090_31b_with_vision_at_the_encoder_floor_fits_9056_tokens"],
     R + "plan_settings.gpu_memory_utilization:gpu-util": [BAD_INPUT % 17],
     R + "plan_settings.gpu_memory_utilization:gpu-util-unified": [BAD_INPUT % 19],
-    R + "plan_settings.endpoint:served-name": [BAD_INPUT % 27],
+    R + "plan_settings.endpoint:served-name": [
+        PLANNER + "test_a_served_name_that_is_not_one_plain_name_is_refused[list]"],
+    R + "plan_settings.endpoint:served-name#2": [BAD_INPUT % 27],
+    R + "plan_settings.endpoint:served-name#3": [
+        PLANNER + "test_a_served_name_that_is_not_one_plain_name_is_refused[flag]"],
+    R + "plan_settings.max_num_seqs:max-num-seqs": [PLANNER + "test_more_sequences_than_the_step_has_tokens_is_refused"],
+    R + "plan_inputs.as_link_address:link-address": [PLANNER + "test_a_link_address_that_is_not_an_ip_is_refused[spark-01]"],
+    R + "plan_inputs.as_link_devices:link-device": [
+        PLANNER + "test_link_device_names_are_checked_for_shape[interface-metacharacters]"],
+    R + "plan_inputs.as_link_devices:link-device#2": [
+        PLANNER + "test_link_device_names_are_checked_for_shape[hca-empty]"],
     R + "plan_settings._client_endpoint:gateway-port": [PLANNER + "test_the_plan_says_where_clients_reach_the_api"],
     R + "plan_settings.api_key:api-key": [BAD_INPUT % 28],
     R + "plan_settings.api_key:api-key-characters": [

@@ -338,12 +338,12 @@ def test_cluster_placeholders_warn(catalog):
 
 
 def test_hca_list_joins(catalog):
-    plan = make(catalog, profile="dgx_spark", node_count=2, head_address="h", cluster_hca=["rocep1s0f1", "roceP2p1s0f1"],
+    plan = make(catalog, profile="dgx_spark", node_count=2, head_address="192.0.2.101", cluster_hca=["rocep1s0f1", "roceP2p1s0f1"],
                 cluster_interface="enp1s0f1np1")
     assert plan["env"]["NCCL_IB_HCA"] == "rocep1s0f1,roceP2p1s0f1"
     # UCX names each device with its port; a comma-separated string is the same two devices.
     assert plan["env"]["UCX_NET_DEVICES"] == "rocep1s0f1:1,roceP2p1s0f1:1"
-    same = make(catalog, profile="dgx_spark", node_count=2, head_address="h", cluster_hca="rocep1s0f1, roceP2p1s0f1",
+    same = make(catalog, profile="dgx_spark", node_count=2, head_address="192.0.2.101", cluster_hca="rocep1s0f1, roceP2p1s0f1",
                 cluster_interface="enp1s0f1np1")
     assert {k: same["env"][k] for k in ("NCCL_IB_HCA", "UCX_NET_DEVICES")} == {
         k: plan["env"][k] for k in ("NCCL_IB_HCA", "UCX_NET_DEVICES")}
@@ -363,16 +363,16 @@ def test_cluster_role_recomputes_no_link_environment():
 
 DOCUMENTED_FAILURES = [
     # (request, substrings of the refusal)
-    ({"profile": "dgx_spark", "model": "26b-a4b", "drafter": "dflash", "node_count": 2, "head_address": "h"},
+    ({"profile": "dgx_spark", "model": "26b-a4b", "drafter": "dflash", "node_count": 2, "head_address": "192.0.2.101"},
      ["vLLM v0.30.0", "vllm-project/vllm#56930", "vllm/vllm-openai:v0.29.0"]),
-    ({"profile": "dgx_spark", "model": "26b-a4b", "drafter": "mtp", "node_count": 2, "head_address": "h"},
+    ({"profile": "dgx_spark", "model": "26b-a4b", "drafter": "mtp", "node_count": 2, "head_address": "192.0.2.101"},
      ["#56936", "no vLLM release in the catalog runs it yet", "vllm_drafter=none"]),
-    ({"profile": "dgx_spark", "model": "26b-a4b", "drafter": "dflash", "node_count": 4, "head_address": "h"}, ["v0.29.0"]),
-    ({"profile": "dgx_spark", "model": "26b-a4b", "drafter": "mtp", "node_count": 4, "head_address": "h"}, ["no vLLM release"]),
-    ({"profile": "dgx_spark", "model": "26b-a4b", "drafter": "mtp", "node_count": 2, "head_address": "h", "image": "vllm/vllm-openai:v0.29.0"},
+    ({"profile": "dgx_spark", "model": "26b-a4b", "drafter": "dflash", "node_count": 4, "head_address": "192.0.2.101"}, ["v0.29.0"]),
+    ({"profile": "dgx_spark", "model": "26b-a4b", "drafter": "mtp", "node_count": 4, "head_address": "192.0.2.101"}, ["no vLLM release"]),
+    ({"profile": "dgx_spark", "model": "26b-a4b", "drafter": "mtp", "node_count": 2, "head_address": "192.0.2.101", "image": "vllm/vllm-openai:v0.29.0"},
      ["#56936", "cannot start on vLLM v0.29.0"]),
     ({"profile": "rtx_5090", "model": "31b", "drafter": "dflash"}, ["2.86 GiB", "runs out of memory", "none, mtp"]),
-    ({"profile": "dgx_spark", "node_count": 2, "head_address": "h", "image": "vllm/vllm-openai:v0.26.0"},
+    ({"profile": "dgx_spark", "node_count": 2, "head_address": "192.0.2.101", "image": "vllm/vllm-openai:v0.26.0"},
      ["multi-node needs vLLM v0.27.0 or later", "RPC call to sample_tokens timed out"]),
     ({"profile": "rtx_pro_6000", "model": "12b", "drafter": "mtp", "release": "v0.26.0"}, ["CUDA graph", "v0.29.0"]),
     ({"profile": "rtx_pro_6000", "model": "12b", "drafter": "mtp", "release": "v0.27.0"}, ["CUDA graph"]),
@@ -385,11 +385,11 @@ DOCUMENTED_FAILURES = [
     ({"profile": "rtx_pro_6000", "max_num_batched_tokens": 2048}, ["below the 4096 floor", "max_tokens_per_mm_item 2496"]),
     ({"profile": "rtx_5090", "max_num_batched_tokens": 32768}, ["7.47 GiB", "<= 16384"]),
     ({"profile": "dgx_spark", "gpu_memory_utilization": 0.92}, ["unified memory", "power cycle", "<= 0.78"]),
-    ({"profile": "dgx_spark", "node_count": 2, "head_address": "h", "gpu_memory_utilization": 0.8}, ["<= 0.78 (per node)"]),
+    ({"profile": "dgx_spark", "node_count": 2, "head_address": "192.0.2.101", "gpu_memory_utilization": 0.8}, ["<= 0.78 (per node)"]),
     ({"profile": "rtx_5090", "model": "31b", "drafter": "none", "language_model_only": False},
      ["fits only without vision", "7,120-token", "vllm_language_model_only=true"]),
-    ({"profile": "dgx_spark", "node_count": 3, "head_address": "h"}, ["2 or 4", "3 hosts"]),
-    ({"profile": "rtx_pro_6000", "node_count": 2, "head_address": "h"}, ["clusters are documented only for dgx_spark"]),
+    ({"profile": "dgx_spark", "node_count": 3, "head_address": "192.0.2.101"}, ["2 or 4", "3 hosts"]),
+    ({"profile": "rtx_pro_6000", "node_count": 2, "head_address": "192.0.2.101"}, ["clusters are documented only for dgx_spark"]),
     ({"profile": "rtx_pro_6000", "model": "e4b", "drafter": "dflash"}, ["e4b has no dflash drafter", "31b, 26b-a4b, 12b", "none, mtp"]),
     ({"profile": "dgx_spark", "model": "e2b", "drafter": "dflash"}, ["e2b has no dflash drafter"]),
 ]
@@ -907,7 +907,7 @@ BAD_INPUT = [
     ({"gpu_name": "NVIDIA H200"}, "GPU 'NVIDIA H200' matches no hardware profile"),
     ({"profile": "rtx_pro_6000", "drafter": "eagle"}, "unknown drafter 'eagle'; set vllm_drafter to one of: none, mtp, dflash, auto"),
     ({"profile": "rtx_pro_6000", "objective": "fast"}, "set vllm_objective to one of: interactive, throughput"),
-    ({"profile": "dgx_spark", "node_count": 2, "head_address": "h", "executor": "slurm"}, "set vllm_executor to one of: ray, mp"),
+    ({"profile": "dgx_spark", "node_count": 2, "head_address": "192.0.2.101", "executor": "slurm"}, "set vllm_executor to one of: ray, mp"),
     ({"profile": "rtx_pro_6000", "runtime": "podman"}, "set vllm_runtime to one of: compose, native"),
     ({"profile": "rtx_pro_6000", "max_model_len": "lots"}, "vllm_max_model_len must be an integer, got 'lots'"),
     ({"profile": "rtx_pro_6000", "max_model_len": 0}, "vllm_max_model_len must be at least 1"),
@@ -950,7 +950,7 @@ BAD_INPUT = [
     ({"profile": "rtx_pro_6000", "model": "tiny"}, "tiny is a stand-in model for the cpu profile only"),
     ({"profile": "cpu", "runtime": "compose"}, "has no container image in the catalog; set vllm_runtime=native"),
     ({"profile": "dgx_spark", "node_count": 2}, "needs the head's address on the cluster link"),
-    ({"profile": "dgx_spark", "node_count": 2, "node_index": 2, "head_address": "h"}, "node index 2 is outside a 2-node cluster"),
+    ({"profile": "dgx_spark", "node_count": 2, "node_index": 2, "head_address": "192.0.2.101"}, "node index 2 is outside a 2-node cluster"),
     ({"profile": "dgx_spark", "node_count": 0}, "the vllm_cluster group must be at least 1"),
     ({"profile": "rtx_pro_6000", "flavour": "x"}, "unknown plan request keys: flavour"),
 ]
@@ -1950,3 +1950,62 @@ def test_a_topology_that_is_not_a_choice_is_refused(catalog):
     with pytest.raises(planner.PlanError) as err:
         replica(catalog, 0, topology="mirror")
     assert err.value.variable == "vllm_topology" and "mirror" in str(err.value)
+
+
+# --- inputs checked for shape (issue 49) -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("address", ["192.0.2.101:6379", "192.0.2.101/24", "192.0.2.101;reboot", "spark-01", 101])
+def test_a_link_address_that_is_not_an_ip_is_refused(catalog, address):
+    """What Ray, vLLM and NCCL are given as the node's link address, and what preflight looks for on the link
+    interface: an IP address, never a port, a prefix length, shell text or a name."""
+    request = dict(SPARK2, head_address="192.0.2.101", node_address=address, host="spark-02", node_index=1)
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, **request)
+    assert err.value.rule == "link-address" and err.value.variable == "vllm_cluster_link_ip", str(err.value)
+    assert "vllm_cluster_link_ip for spark-02 is %r, which is not an IP address" % address in str(err.value)
+    nodes = [{"host": "spark-01", "address": "192.0.2.101"}, {"host": "spark-02", "address": address}]
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, **SPARK2, cluster_nodes=nodes)
+    assert err.value.rule == "link-address" and "for spark-02" in str(err.value), str(err.value)
+
+
+def test_an_ipv6_link_address_is_an_address(catalog):
+    plan = make(catalog, **dict(SPARK2, head_address="fd00::101", node_address="fd00::102", node_index=1))
+    assert plan["env"]["VLLM_HOST_IP"] == "fd00::102"
+
+
+@pytest.mark.parametrize("key, value, named", [
+    ("cluster_interface", "enp1s0f1np1;reboot", "vllm_cluster_interface has 'enp1s0f1np1;reboot', which is not a network"),
+    ("cluster_interface", "a-very-long-netdev-name", "not a network interface name"),
+    ("cluster_interface", ["enp1s0f1np1", "enp2s0"], "not a network interface name"),
+    ("cluster_hca", ["rocep1s0f1", "roce p2"], "vllm_cluster_hca has 'roce p2', which is not an RDMA device name"),
+    ("cluster_hca", "rocep1s0f1,$(id)", "which is not an RDMA device name"),
+    ("cluster_hca", " , ", "vllm_cluster_hca is empty"),
+], ids=["interface-metacharacters", "interface-too-long", "interface-list", "hca-space", "hca-substitution", "hca-empty"])
+def test_link_device_names_are_checked_for_shape(catalog, key, value, named):
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, **dict(SPARK2, head_address="192.0.2.101", **{key: value}))
+    assert err.value.rule == "link-device" and named in str(err.value), str(err.value)
+
+
+def test_more_sequences_than_the_step_has_tokens_is_refused(catalog):
+    """vLLM refuses to start when --max-num-seqs exceeds --max-num-batched-tokens (its SchedulerConfig check)."""
+    plan = make(catalog, profile="rtx_pro_6000")
+    mnbt = int(plan["argv"][plan["argv"].index("--max-num-batched-tokens") + 1])
+    assert flag(make(catalog, profile="rtx_pro_6000", max_num_seqs=mnbt)["argv"], "--max-num-seqs") == str(mnbt)
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, profile="rtx_pro_6000", max_num_seqs=mnbt + 1)
+    assert err.value.rule == "max-num-seqs" and err.value.variable == "vllm_max_num_seqs"
+    assert "set vllm_max_num_seqs <= %d" % mnbt in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("name, named", [
+    (["gemma"], "vllm_served_model_name must be one name (a string), got ['gemma']"),
+    ({"name": "gemma"}, "must be one name (a string)"),
+    ("--trust-remote-code", "starts with '-', which vLLM's argument parser would read as a flag"),
+], ids=["list", "mapping", "flag"])
+def test_a_served_name_that_is_not_one_plain_name_is_refused(catalog, name, named):
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, profile="rtx_pro_6000", served_name=name)
+    assert err.value.rule == "served-name" and named in str(err.value), str(err.value)

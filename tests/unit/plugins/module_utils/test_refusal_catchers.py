@@ -32,7 +32,7 @@ def test_a_refusing_release_defect_refuses_without_the_multi_node_release_rule(c
     resolve_release lets v0.26.0 through, the release's own defect list still stops the plan."""
     lowered = copy.deepcopy(catalog)
     lowered["rules"]["min_release_multi_node"] = "v0.26.0"
-    err = refusal(lowered, {"profile": "dgx_spark", "node_count": 2, "head_address": "h", "drafter": "none",
+    err = refusal(lowered, {"profile": "dgx_spark", "node_count": 2, "head_address": "192.0.2.101", "drafter": "none",
                             "image": "vllm/vllm-openai:v0.26.0"})
     assert err.rule == "release-defect:multi-node-rpc-timeout" and err.variable == "vllm_image", (err.rule, str(err))
     assert str(err).startswith("vLLM v0.26.0 cannot run this: "), str(err)
@@ -51,7 +51,7 @@ def test_extra_args_are_refused_when_the_flag_list_cannot_be_read(catalog, monke
 def test_a_cluster_on_a_release_before_the_multi_node_minimum_is_refused_by_that_rule(catalog):
     """v0.26.0 on two nodes: the multi-node minimum refuses it first, with its own rule (v0.26.0's defect, which says
     much the same, comes later: test_documented_failures_are_refused[6] passes on either)."""
-    err = refusal(catalog, {"profile": "dgx_spark", "node_count": 2, "head_address": "h",
+    err = refusal(catalog, {"profile": "dgx_spark", "node_count": 2, "head_address": "192.0.2.101",
                             "image": "vllm/vllm-openai:v0.26.0"})
     assert err.rule == "multi-node-release" and err.variable == "vllm_image" and err.value == "v0.26.0", err.rule
     assert str(err).startswith("multi-node needs vLLM %s or later" % catalog["rules"]["min_release_multi_node"]), str(err)
