@@ -100,6 +100,19 @@ def as_int(request, key, minimum=None, maximum=None):
     return number
 
 
+def as_text(request, key, example):
+    """A value that is text by nature (an image reference, a release tag): a string, never a number or a list turned into
+    one (YAML reads `vllm_release: 0.30` as the number 0.3)."""
+    value = request.get(key)
+    if unset(value):
+        return None
+    if not isinstance(value, str):
+        variable = VARIABLES[key]
+        refuse("type", "%s must be a string, got %r; set %s to a quoted value such as %s" % (variable, value, variable, example),
+               variable, value)
+    return value.strip()
+
+
 def as_float(request, key):
     value = request.get(key)
     if unset(value):

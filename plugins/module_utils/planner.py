@@ -340,8 +340,8 @@ class _Planner(object):
         self.node_count, self.node_index = 1, 0
 
     def resolve_release(self):
-        image = None if _unset(self.request.get("image")) else str(self.request["image"]).strip()
-        given = None if _unset(self.request.get("release")) else str(self.request["release"]).strip()
+        image = plan_inputs.as_text(self.request, "image", '"vllm/vllm-openai:v0.30.0"')
+        given = plan_inputs.as_text(self.request, "release", '"v0.30.0"')
         from_image = cat.release_from_image(image)
         if given:
             key = cat.release_key(self.catalog, given) or (given if given.startswith("v") else "v" + given)

@@ -76,6 +76,7 @@ REFUSAL_CATCHERS = {
     R + "plan_inputs.as_int:type#2": [BAD_INPUT % 9],
     R + "plan_inputs.as_int:range": [BAD_INPUT % 10],
     R + "plan_inputs.as_int:range#2": [BAD_INPUT % 21],
+    R + "plan_inputs.as_text:type": [PLANNER + "test_text_inputs_are_not_stringified[release-number]"],
     R + "plan_inputs.as_float:type": [BAD_INPUT % 16],
     R + "plan_inputs.as_bool:type": [PLANNER + "test_a_gateway_value_that_is_not_a_bool_is_refused[maybe]"],
     R + "plan_inputs.as_choice:choice": [PLANNER + "test_a_topology_that_is_not_a_choice_is_refused"],

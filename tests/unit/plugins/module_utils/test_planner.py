@@ -2009,3 +2009,13 @@ def test_a_served_name_that_is_not_one_plain_name_is_refused(catalog, name, name
     with pytest.raises(planner.PlanError) as err:
         make(catalog, profile="rtx_pro_6000", served_name=name)
     assert err.value.rule == "served-name" and named in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("key, value", [("release", 0.3), ("image", ["vllm/vllm-openai:v0.30.0"])], ids=["release-number", "image-list"])
+def test_text_inputs_are_not_stringified(catalog, key, value):
+    """`vllm_release: 0.30` is the YAML number 0.3: refused with the quoting fix, not planned as release "0.3"."""
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, profile="rtx_pro_6000", **{key: value})
+    variable = {"release": "vllm_release", "image": "vllm_image"}[key]
+    assert err.value.rule == "type" and err.value.variable == variable, str(err.value)
+    assert "%s must be a string, got %r; set %s to a quoted value" % (variable, value, variable) in str(err.value)
