@@ -32,20 +32,11 @@ FIGURES = ("single_stream_tok_s", "aggregate_8_tok_s", "kv_cache_tokens")
 
 
 def memory_bandwidth(catalog, profile_name):
-    """(TB/s of one node, how it was obtained) for a profile, or (None, None) when the catalog gives none."""
-    profiles = catalog.get("profiles") or {}
-    profile = profiles.get(profile_name) or {}
-    if profile.get("memory_bandwidth_tb_s"):
-        value = float(profile["memory_bandwidth_tb_s"])
-        return value, "%s TB/s" % _num(value)
-    relative = profile.get("memory_bandwidth_relative") or {}
-    reference = profiles.get(relative.get("profile")) or {}
-    if relative.get("ratio") and reference.get("memory_bandwidth_tb_s"):
-        value = float(reference["memory_bandwidth_tb_s"]) * float(relative["ratio"])
-        return value, "about %s TB/s (%s x the %s's %s TB/s)" % (
-            _num(value), _num(relative["ratio"]), reference.get("display") or relative["profile"],
-            _num(reference["memory_bandwidth_tb_s"]))
-    return None, None
+    """(TB/s of one node, its source) for a profile, or (None, None) when the catalog gives none."""
+    profile = (catalog.get("profiles") or {}).get(profile_name) or {}
+    if not profile.get("memory_bandwidth_tb_s"):
+        return None, None
+    return float(profile["memory_bandwidth_tb_s"]), profile.get("memory_bandwidth_source")
 
 
 def decode_ceiling(catalog, profile_name, model_name, nodes=1):
@@ -55,7 +46,7 @@ def decode_ceiling(catalog, profile_name, model_name, nodes=1):
     parameter count (the tiny stand-in)."""
     model = (catalog.get("models") or {}).get(model_name) or {}
     fmt = (catalog.get("weight_formats") or {}).get(model.get("weight_format")) or {}
-    bandwidth, bandwidth_basis = memory_bandwidth(catalog, profile_name)
+    bandwidth, bandwidth_source = memory_bandwidth(catalog, profile_name)
     params_b = model.get("active_parameters_b") or model.get("parameters_b")
     if bandwidth is None or not params_b or not fmt.get("bits_per_parameter"):
         return None
@@ -63,8 +54,8 @@ def decode_ceiling(catalog, profile_name, model_name, nodes=1):
     bytes_per_parameter = float(fmt["bits_per_parameter"]) / 8
     tok_s = bandwidth * 1e12 * nodes / (float(params_b) * 1e9 * bytes_per_parameter)
     kind = "active" if model.get("active_parameters_b") else ("effective" if model.get("effective_parameters") else "")
-    basis = "%s%s / (%sB %sparameters x %s bytes, %s)" % (
-        bandwidth_basis, " x %d nodes" % nodes if nodes > 1 else "", _num(params_b), kind + " " if kind else "",
+    basis = "%s TB/s%s / (%sB %sparameters x %s bytes, %s)" % (
+        _num(bandwidth), " x %d nodes" % nodes if nodes > 1 else "", _num(params_b), kind + " " if kind else "",
         _num(bytes_per_parameter), fmt.get("display") or model.get("weight_format"))
     return {
         "decode_tok_s": round(tok_s, 1),
@@ -72,8 +63,8 @@ def decode_ceiling(catalog, profile_name, model_name, nodes=1):
         "nodes": nodes,
         "parameters_b": float(params_b),
         "bytes_per_parameter": bytes_per_parameter,
-        "approximate": not (((catalog.get("profiles") or {}).get(profile_name) or {}).get("memory_bandwidth_tb_s")),
         "basis": basis,
+        "memory_bandwidth_source": bandwidth_source,
         "note": "an upper bound for one stream: higher-precision layers and KV-cache reads add bytes, a cluster's "
                 "all-reduce adds time, and speculative decoding can pass it (several tokens per weight read)",
     }

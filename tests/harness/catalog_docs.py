@@ -88,9 +88,11 @@ def render_markdown(catalog):
     for name, profile in catalog["profiles"].items():
         rows.append(["`%s`%s" % (name, " (stand-in)" if profile.get("stand_in") else ""), profile.get("display"),
                      profile.get("memory_gb"), profile.get("unified_memory"), profile.get("memory_bandwidth_tb_s"),
+                     profile.get("memory_bandwidth_source"),
                      profile["gpu_memory_utilization"], profile["max_num_batched_tokens"], profile["default_drafter"],
                      profile["default_release"], ", ".join(str(n) for n in profile["node_counts"])])
-    out += _table(["Profile", "Hardware", "Memory (GB)", "Unified", "Bandwidth (TB/s)", "GPU mem util", "Max batched tokens",
+    out += _table(["Profile", "Hardware", "Memory (GB)", "Unified", "Bandwidth (TB/s)", "Bandwidth source", "GPU mem util",
+                   "Max batched tokens",
                    "Default drafter", "Default release", "Nodes"], rows)
     out += ["", "## Objectives", "", "What `vllm_drafter=auto` optimises (`vllm_objective`; default `%s`)." % (
         catalog["defaults"]["objective"]), ""]
