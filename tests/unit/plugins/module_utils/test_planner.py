@@ -2023,3 +2023,52 @@ def test_text_inputs_are_not_stringified(catalog, key, value):
     variable = {"release": "vllm_release", "image": "vllm_image"}[key]
     assert err.value.rule == "type" and err.value.variable == variable, str(err.value)
     assert "%s must be a string, got %r; set %s to a quoted value" % (variable, value, variable) in str(err.value)
+
+
+# --- every release defect that warns or sets env, checked by its own words (issue 49) ----------------------------
+
+
+def _defect_request(defect, release, near_miss=False):
+    """A request its `when` matches (or, with near_miss, one that differs in the first condition it can miss)."""
+    when = defect.get("when") or {}
+    nodes = when.get("min_nodes", 1)
+    profiles = when.get("profiles") or (["dgx_spark"] if nodes > 1 else ["rtx_pro_6000"])
+    others = [m for m in CHECKPOINTS if m not in (when.get("models_except") or [])]
+    models = when.get("models") or (["26b-a4b"] if when.get("expert_parallel") else others)
+    request = {"profile": profiles[0], "model": models[0], "drafter": (when.get("drafters") or ["none"])[0], "release": release}
+    if near_miss:
+        if when.get("profiles"):
+            request["profile"] = next(p for p in ("rtx_pro_6000", "rtx_5090", "dgx_spark") if p not in when["profiles"])
+        elif when.get("models_except"):
+            request["model"] = when["models_except"][0]
+        elif when.get("drafters"):
+            request["drafter"] = "none"
+    if nodes > 1 and request["profile"] == "dgx_spark":
+        request.update(node_count=nodes, head_address="192.0.2.101", cluster_interface="enp1s0f1np1", cluster_hca="rocep1s0f1")
+    return request
+
+
+def _defects(actions):
+    catalog = cat.load_catalog(None)
+    return [pytest.param(release, defect, id="%s-%s" % (release, defect["id"]))
+            for release, entry in catalog["releases"].items() for defect in entry.get("defects") or []
+            if defect.get("action") in actions]
+
+
+@pytest.mark.parametrize("release, defect", _defects(("warn", "env")))
+def test_every_release_defect_that_warns_or_sets_env_does_so_where_it_applies_only(catalog, release, defect):
+    """Each catalog defect with action warn (its summary, word for word, among the plan's warnings) or env (its variables
+    in the plan's env), on a plan its conditions match; and not on one that misses its first condition. A warning whose
+    condition or words drift fails here by name."""
+    words = "vLLM %s: %s" % (release, " ".join(defect["summary"].split())) if defect["action"] == "warn" else None
+
+    def carries(plan):
+        if words:
+            return words in plan["warnings"]
+        return all(plan["env"].get(k) == str(v) for k, v in defect["env"].items())
+    plan = make(catalog, **_defect_request(defect, release))
+    assert carries(plan), (defect["id"], plan["warnings"] if words else plan["env"])
+    missed = _defect_request(defect, release, near_miss=True)
+    if missed != _defect_request(defect, release):
+        other = make(catalog, **missed)
+        assert not carries(other), (defect["id"], missed)
