@@ -281,3 +281,27 @@ def test_the_head_shares_the_drafters_repository_beside_the_models(tmp_path):
     for drafter in ("mtp", "dflash"):
         dirs = json.loads((tmp_path / ("%s.json" % drafter)).read_text())
         assert dirs == ["models--" + plans[drafter][key]["checkpoint"].replace("/", "--") for key in ("model", "drafter_model")]
+
+
+def test_a_weight_server_port_among_the_pinned_cluster_ports_is_refused(tmp_path):
+    """The role's own preflight task (roles/vllm_cluster/tasks/preflight.yml), run by Ansible for three ports: 18999
+    (the 1.x default, inside Ray's worker range 10002-19999), 6380 (a Ray node port) and the default 29600 (outside
+    every range of the catalog's rules.cluster_tcp_ports)."""
+    tasks = yaml.safe_load((REPO / "roles/vllm_cluster/tasks/preflight.yml").read_text())
+    task = next(t for t in tasks if t["name"].startswith("Refuse a weight-server port"))
+    checks = []
+    for port in (18999, 6380, 29600):
+        check = dict(task, register="port_%d" % port, ignore_errors=True)
+        check["vars"] = dict(task["vars"], vllm_cluster_weights_port=port, vllm_cluster_copy_weights=True)
+        checks.append(check)
+    play = [{"name": "Run the role's port check", "hosts": "localhost", "gather_facts": False, "tasks": checks + [
+        {"name": "Write the outcomes", "ansible.builtin.copy": {
+            "dest": str(tmp_path / "outcomes.json"), "mode": "0644",
+            "content": "{{ {'18999': port_18999, '6380': port_6380, '29600': port_29600} | to_json }}"}}]}]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
+    run([tool("ansible-playbook"), "-c", "local", "-i", "localhost,", str(tmp_path / "play.yml"),
+         "-e", json.dumps({"ansible_python_interpreter": sys.executable})])
+    outcomes = json.loads((tmp_path / "outcomes.json").read_text())
+    assert outcomes["18999"]["failed"] and "inside 10002-19999 of the ports the cluster pins" in outcomes["18999"]["msg"]
+    assert outcomes["6380"]["failed"] and "inside 6379-6387" in outcomes["6380"]["msg"], outcomes["6380"]
+    assert not outcomes["29600"].get("failed"), outcomes["29600"]
