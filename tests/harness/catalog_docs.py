@@ -94,6 +94,10 @@ def render_markdown(catalog):
     out += _table(["Profile", "Hardware", "Memory (GB)", "Unified", "Bandwidth (TB/s)", "Bandwidth source", "GPU mem util",
                    "Max batched tokens",
                    "Default drafter", "Default release", "Nodes"], rows)
+    out += ["", "## Weight formats", "", "Bytes read per parameter per decoded token: the memory-bandwidth ceiling's divisor.", ""]
+    out += _table(["Format", "Name", "Bits per parameter", "Source"],
+                  [["`%s`" % name, entry.get("display"), entry.get("bits_per_parameter"), " ".join(str(entry.get("source") or "-").split())]
+                   for name, entry in (catalog.get("weight_formats") or {}).items()])
     out += ["", "## Objectives", "", "What `vllm_drafter=auto` optimises (`vllm_objective`; default `%s`)." % (
         catalog["defaults"]["objective"]), ""]
     out += _table(["Objective", "Compares", "Description"],
