@@ -1367,6 +1367,12 @@ BYPASS_SPELLINGS = [
     (["-n", "2"], "managed-flag", "--nnodes (given as -n)"),
     (["-r", "1"], "managed-flag", "--node-rank (given as -r)"),
     (["--model", "other/model"], "managed-flag", "the planner sets it from vllm_model"),
+    (["-ep"], "managed-flag", "--enable-expert-parallel (given as -ep)"),
+    (["--no-enable-expert-parallel"], "managed-flag", "the planner sets it from the plan (on for the 26B-A4B on a cluster"),
+    (["-pp", "2"], "managed-flag", "--pipeline-parallel-size (given as -pp)"),
+    (["-dp", "2"], "managed-flag", "the planner sets it from vllm_topology (replicas serves one copy per host"),
+    (["--kv-cache-memory-bytes", "80G"], "managed-flag", "bypasses the utilization cap that keeps a unified-memory host"),
+    (["--num_gpu_blocks_override=100000"], "managed-flag", "--num-gpu-blocks-override (given as --num_gpu_blocks_override)"),
     (["--config", "f.yaml"], "refused-flag", "vllm_extra_args must not set --config: it reads more flags from a YAML file"),
     (["--config=f.yaml"], "refused-flag", "must not set --config"),
     (["--conf", "f.yaml"], "refused-flag", "--config (given as --conf)"),
@@ -1414,7 +1420,7 @@ def test_other_uvicorn_log_levels_pass(catalog, level):
 
 
 def test_ordinary_extra_args_pass_in_any_spelling(catalog):
-    args = ["--enforce_eager", "--seed=1", "-O3", "--max-log", "100", "-dp", "1", "--attention-backend", "TRITON_ATTN"]
+    args = ["--enforce_eager", "--seed=1", "-O3", "--max-log", "100", "--block-size", "16", "--attention-backend", "TRITON_ATTN"]
     plan = make(catalog, profile="rtx_pro_6000", extra_args=args)
     assert plan["argv"][-len(args):] == args
 
