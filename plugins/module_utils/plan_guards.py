@@ -108,7 +108,8 @@ def check_extra_args(planner):
     for dest in flags.get("sensitive_dests") or []:
         spelling = "--" + dest.replace("_", "-")
         secret.setdefault(vllm_flags.canonical_of(spelling, flags) or spelling, "drop it")
-    refused = rules.get("refused_flags") or {}
+    # The catalog's refusals for every machine, and the profile's own (a flag that crashes on that hardware).
+    refused = dict(rules.get("refused_flags") or {}, **(planner.profile.get("refused_flags") or {}))
     dev_flags = rules.get("dev_mode_flags") or {}
     warn_flags = rules.get("warn_flags") or {}
     refused_backends = [b.lower() for b in rules.get("refused_attention_backends") or []]

@@ -2078,3 +2078,13 @@ def test_every_release_defect_that_warns_or_sets_env_does_so_where_it_applies_on
     if missed != _defect_request(defect, release):
         other = make(catalog, **missed)
         assert not carries(other), (defect["id"], missed)
+
+
+def test_sleep_mode_is_refused_on_the_spark_only(catalog):
+    """vllm-project/vllm#50011: on a DGX Spark the engine dies when it wakes (a profile's own refused_flags)."""
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, profile="dgx_spark", extra_args=["--enable_sleep_mode"])
+    assert err.value.rule == "refused-flag" and "--enable-sleep-mode (given as --enable_sleep_mode)" in str(err.value)
+    assert "vllm-project/vllm#50011" in str(err.value), str(err.value)
+    plan = make(catalog, profile="rtx_pro_6000", extra_args=["--enable-sleep-mode"])
+    assert plan["argv"][-1] == "--enable-sleep-mode"
