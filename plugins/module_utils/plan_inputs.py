@@ -198,17 +198,23 @@ LINK_DEVICES = {
 
 def as_link_address(value, variable, host=None):
     """A node's address on the cluster link as Ray (--node-ip-address), vLLM (VLLM_HOST_IP, --master-addr) and NCCL take
-    it, and as preflight finds it on the link interface: an IP address, never a name, a port, a prefix length or shell
-    text. Returns it as text."""
+    it, and as preflight finds it on the link interface: an IPv4 address, never a name, a port, a prefix length or shell
+    text. IPv6 is refused: the head's address is joined with a port unbracketed (Ray's --address, the weight copy's URL)
+    and preflight checks the link's IPv4 address. Returns it as text."""
     text = value.strip() if isinstance(value, str) else value
+    where = " for %s" % host if host else ""
     try:
         if not isinstance(text, str):
             raise ValueError(text)
-        ipaddress.ip_address(text)
+        address = ipaddress.ip_address(text)
     except ValueError:
-        where = " for %s" % host if host else ""
-        refuse("link-address", "%s%s is %r, which is not an IP address; set it to the node's address on the cluster link, "
-               "such as 192.168.100.11 (no port, no prefix length, no host name)" % (variable, where, value), variable, value)
+        refuse("link-address", "%s%s is %r, which is not an IP address; set it to the node's IPv4 address on the cluster "
+               "link, such as 192.168.100.11 (no port, no prefix length, no host name)" % (variable, where, value),
+               variable, value)
+    if address.version != 4:
+        refuse("link-address", "%s%s is %r, an IPv6 address: the cluster is planned over IPv4 (Ray's --address and the "
+               "weight copy join the head's address with a port, and preflight checks the link's IPv4 address); set it to "
+               "the node's IPv4 address on the cluster link" % (variable, where, value), variable, value)
     return text
 
 

@@ -123,6 +123,7 @@ REFUSAL_CATCHERS = {
         PLANNER + "test_a_served_name_that_is_not_one_plain_name_is_refused[flag]"],
     R + "plan_settings.max_num_seqs:max-num-seqs": [PLANNER + "test_more_sequences_than_the_step_has_tokens_is_refused"],
     R + "plan_inputs.as_link_address:link-address": [PLANNER + "test_a_link_address_that_is_not_an_ip_is_refused[spark-01]"],
+    R + "plan_inputs.as_link_address:link-address#2": [PLANNER + "test_an_ipv6_link_address_is_refused_with_the_reason"],
     R + "plan_inputs.as_link_devices:link-device": [
         PLANNER + "test_link_device_names_are_checked_for_shape[interface-metacharacters]"],
     R + "plan_inputs.as_link_devices:link-device#2": [

@@ -1980,9 +1980,12 @@ def test_a_link_address_that_is_not_an_ip_is_refused(catalog, address):
     assert err.value.rule == "link-address" and "for spark-02" in str(err.value), str(err.value)
 
 
-def test_an_ipv6_link_address_is_an_address(catalog):
-    plan = make(catalog, **dict(SPARK2, head_address="fd00::101", node_address="fd00::102", node_index=1))
-    assert plan["env"]["VLLM_HOST_IP"] == "fd00::102"
+def test_an_ipv6_link_address_is_refused_with_the_reason(catalog):
+    """Ray's --address and the weight copy's URL join the head's address with a port, unbracketed; preflight checks the
+    link's IPv4 address. Refused at plan time rather than broken at start."""
+    with pytest.raises(planner.PlanError) as err:
+        make(catalog, **dict(SPARK2, head_address="fd00::101", node_address="fd00::102", node_index=1))
+    assert err.value.rule == "link-address" and "an IPv6 address: the cluster is planned over IPv4" in str(err.value)
 
 
 @pytest.mark.parametrize("key, value, named", [
