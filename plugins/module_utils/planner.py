@@ -872,6 +872,29 @@ class _Planner(object):
                 ", ".join(VARIABLES[k] for k in tuned), "" if len(tuned) == 1 else "s"))
         return expected
 
+    def check_reading_speed(self, expected):
+        """A configuration the notes call not worth serving (no faster than the single-stream figure they call below
+        reading speed) plans, with a warning that names the measured alternatives on the same machines and release."""
+        floor = self.rules.get("below_reading_speed_tok_s")
+        single = cat.figure_low((expected or {}).get("single_stream_tok_s"))
+        if floor is None or single is None or single > float(floor) or self.node_role not in ("single", "head"):
+            return
+        rows = [(cat.figure_low(row.get("single_stream_tok_s")), row) for row in cat.find_baselines(
+            self.catalog, profile=self.profile_name, nodes=self.node_count, release=self.release_name)]
+        rows = [(figure, row) for figure, row in rows if figure is not None and figure > float(floor)]
+        # The same model's fastest measured drafter, and the catalog's default model as it ships (no drafter).
+        same = max((fr for fr in rows if fr[1]["model"] == self.model_name), key=lambda fr: fr[0], default=None)
+        default = next((fr for fr in rows if fr[1]["model"] == self.catalog["defaults"]["model"]
+                        and fr[1].get("drafter") in (None, "none")), None)
+        names = ", ".join("%s%s %s tok/s" % (
+            row["model"], "" if row.get("drafter") in (None, "none") else " + " + row["drafter"], _fmt(figure))
+            for figure, row in [fr for fr in (same, default) if fr])
+        self.warn("%s%s on %s x%d decodes %s tok/s single-stream (measured), no faster than the %s tok/s the notes call "
+                  "below reading speed: not worth serving for interactive use%s" % (
+                      self.model_name, "" if self.drafter == "none" else " + " + self.drafter, self.profile_name,
+                      self.node_count, _fmt(single), _fmt(float(floor)),
+                      "; measured faster here: %s (vllm_drafter, vllm_model)" % names if names else ""))
+
     def check_measured_executor(self, expected, row):
         """A cluster's figures hold for the executor they were measured under: a calibrated row is measured under the
         plan's own; a measured row under another warns that the gate compares this cluster with that executor's."""
@@ -931,6 +954,7 @@ class _Planner(object):
         plan_guards.apply_user_env(self)
         self.check_open_api()
         expected = self.expected()
+        self.check_reading_speed(expected)
         ceiling = topology.decode_ceiling(self.catalog, self.profile_name, self.model_name, self.node_count)
         advice = topology.topology_advice(self.catalog, self.profile_name, self.model_name, self.drafter,
                                           self.release_name, self.node_count)

@@ -2091,3 +2091,16 @@ def test_sleep_mode_is_refused_on_the_spark_only(catalog):
     assert "vllm-project/vllm#50011" in str(err.value), str(err.value)
     plan = make(catalog, profile="rtx_pro_6000", extra_args=["--enable-sleep-mode"])
     assert plan["argv"][-1] == "--enable-sleep-mode"
+
+
+def test_a_plan_below_reading_speed_warns_with_what_serves_faster(catalog):
+    """The notes: the 31B on one DGX Spark without a drafter, 8.9 tok/s, is "below reading speed", and with a drafter
+    (18-20 tok/s) it is not."""
+    warned = [w for w in make(catalog, profile="dgx_spark", model="31b", drafter="none")["warnings"] if "reading speed" in w]
+    assert len(warned) == 1, warned
+    assert "31b on dgx_spark x1 decodes 8.9 tok/s single-stream (measured), no faster than the 8.9 tok/s the notes call " \
+           "below reading speed" in warned[0], warned
+    assert "31b + dflash" in warned[0] and "26b-a4b 47.7 tok/s" in warned[0], warned
+    for request in ({"profile": "dgx_spark", "model": "31b", "drafter": "dflash"},
+                    {"profile": "rtx_pro_6000", "model": "31b", "drafter": "none"}):
+        assert not any("reading speed" in w for w in make(catalog, **request)["warnings"]), request
