@@ -1969,9 +1969,10 @@ def test_a_topology_that_is_not_a_choice_is_refused(catalog):
 def test_a_link_address_that_is_not_an_ip_is_refused(catalog, address):
     """What Ray, vLLM and NCCL are given as the node's link address, and what preflight looks for on the link
     interface: an IP address, never a port, a prefix length, shell text or a name."""
-    request = dict(SPARK2, head_address="192.0.2.101", node_address=address, host="spark-02", node_index=1)
+    request = dict(SPARK2)
+    request.update(node_address=address, host="spark-02", node_index=1)
     with pytest.raises(planner.PlanError) as err:
-        make(catalog, **request)
+        planner.plan(catalog, keyless(request))
     assert err.value.rule == "link-address" and err.value.variable == "vllm_cluster_link_ip", str(err.value)
     assert "vllm_cluster_link_ip for spark-02 is %r, which is not an IP address" % address in str(err.value)
     nodes = [{"host": "spark-01", "address": "192.0.2.101"}, {"host": "spark-02", "address": address}]
@@ -1984,7 +1985,9 @@ def test_an_ipv6_link_address_is_refused_with_the_reason(catalog):
     """Ray's --address and the weight copy's URL join the head's address with a port, unbracketed; preflight checks the
     link's IPv4 address. Refused at plan time rather than broken at start."""
     with pytest.raises(planner.PlanError) as err:
-        make(catalog, **dict(SPARK2, head_address="fd00::101", node_address="fd00::102", node_index=1))
+        request = dict(SPARK2)
+        request.update(head_address="fd00::101", node_address="fd00::102", node_index=1)
+        planner.plan(catalog, keyless(request))
     assert err.value.rule == "link-address" and "an IPv6 address: the cluster is planned over IPv4" in str(err.value)
 
 
@@ -1998,7 +2001,7 @@ def test_an_ipv6_link_address_is_refused_with_the_reason(catalog):
 ], ids=["interface-metacharacters", "interface-too-long", "interface-list", "hca-space", "hca-substitution", "hca-empty"])
 def test_link_device_names_are_checked_for_shape(catalog, key, value, named):
     with pytest.raises(planner.PlanError) as err:
-        make(catalog, **dict(SPARK2, head_address="192.0.2.101", **{key: value}))
+        make(catalog, **dict(SPARK2, **{key: value}))
     assert err.value.rule == "link-device" and named in str(err.value), str(err.value)
 
 
