@@ -159,20 +159,22 @@ def gateway_host():
         inventory.unlink(missing_ok=True)
 
 
-def wait_for_container(base_url, container, timeout):
-    """Until vLLM in ``container`` answers /health at ``base_url`` (its published port); fails when it stops."""
+def container_answers(base_url, container, path, timeout, key=None):
+    """Poll ``path`` at ``base_url`` (the container's published port) until it answers 200: (status, text). Fails as
+    soon as ``container`` stops (its last log lines in the message), or after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            if request(base_url, "GET", "/health", timeout=5)[0] == 200:
-                return
+            status, text = request(base_url, "GET", path, key=key, timeout=5)
+            if status == 200:
+                return status, text
         except OSError:
             pass
         state = docker("inspect", "-f", "{{.State.Status}}", container, check=False).stdout.strip()
         assert state in ("running", "created", "restarting"), "container %s: %s\n%s" % (
             container, state, docker("logs", "--tail", "60", container, check=False).stderr)
         time.sleep(3)
-    pytest.fail("vLLM in %s was not healthy in %d s" % (container, timeout))
+    pytest.fail("%s in %s did not answer in %d s" % (path, container, timeout))
 
 
 def recap_changed(stdout):
@@ -230,7 +232,7 @@ def serve_compose(deployed, venv, work):
                                               env=dict(compose["env"], ANSIBLE_DISPLAY_ARGS_TO_STDOUT="True"))
     assert rc == 0, stdout[-6000:] + stderr[-3000:]
     compose.update(stdout=stdout, stderr=stderr, samples=samples, changed=recap_changed(stdout))
-    wait_for_container("http://127.0.0.1:%d" % VLLM_PORT, COMPOSE_CONTAINER, 900)
+    container_answers("http://127.0.0.1:%d" % VLLM_PORT, COMPOSE_CONTAINER, "/health", 900)
     plan = json.loads((work / "plans/localhost.json").read_text())
     # verify.yml and the teardown's stop.yml are given the deployed plan, as native's are.
     deployed.update(plan=plan, extra=dict(variables, vllm_plan=plan))
@@ -402,19 +404,7 @@ def compose_state():
 
 def compose_models(key, timeout=600):
     """GET /v1/models on the compose server's published port with ``key``, once it answers."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            status, text = request("http://127.0.0.1:%d" % VLLM_PORT, "GET", "/v1/models", key=key, timeout=5)
-            if status == 200:
-                return json.loads(text)
-        except OSError:
-            pass
-        state = docker("inspect", "-f", "{{.State.Status}}", COMPOSE_CONTAINER, check=False).stdout.strip()
-        assert state in ("running", "created", "restarting"), "container %s: %s\n%s" % (
-            COMPOSE_CONTAINER, state, docker("logs", "--tail", "60", COMPOSE_CONTAINER, check=False).stderr)
-        time.sleep(3)
-    pytest.fail("the compose stand-in did not answer /v1/models in %d s" % timeout)
+    return json.loads(container_answers("http://127.0.0.1:%d" % VLLM_PORT, COMPOSE_CONTAINER, "/v1/models", timeout, key)[1])
 
 
 @ON_COMPOSE
