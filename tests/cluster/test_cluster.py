@@ -174,6 +174,80 @@ def ray_check(timeout, token=True):
     return adhoc("sim-1", "sparkfleet.vllm.ray_cluster", args, check=False, timeout=timeout + 60)
 
 
+def test_cluster_ports_are_closed_to_a_non_member_before_they_open(cluster):
+    """The firewall is on by default on a cluster and loaded before the first cluster port opens: a container on the
+    link that is not in the inventory watches the head's GCS and every node's raylet port through a whole deploy
+    (cluster.yml, Ray on all four nodes, engine off) that starts from nodes without the table (what a first deploy
+    or a reboot without persistence meets). Before the rules load, its probes are refused (the ports are closed, the
+    packets get through: the control); from then on they are dropped; not one probe finds a port open, although
+    Ray starts in the same play. After the deploy every listener of every node is probed from it (none answers), a
+    peer still reaches the GCS, and the Ray cluster is whole.
+
+    Then the convergence: the table deleted by hand (the outsider reaches the GCS again: the control that the
+    firewall is what blocks), a re-run of cluster.yml loads it again and restarts nothing.
+
+    Its deploy is the Ray group the ray_cluster tests below share (it runs first of them: one deploy fewer).
+
+    Stand-in: one Docker bridge is both the management network and the cluster link here, so the outsider stands for
+    an office machine that can reach the link's subnet; the controller, on the same bridge, is a listed extra peer
+    (inventories/sim4)."""
+    allowed = cluster_port_ranges()
+    forget()
+    start_outsider()
+    try:
+        playbook("cluster_stop.yml", check=False)
+        for node in NODES:
+            node_sh(node, "nft delete table inet sparkfleet 2>/dev/null; true")
+        watched = [[ADDR["sim-1"], 6379]] + [[ADDR[n], 6380] for n in NODES]
+        watcher = subprocess.Popen(["docker", "exec", OUTSIDER, "python3", "-c", WATCH, json.dumps(watched), "/tmp/stop"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        time.sleep(3)
+        deploy = playbook("cluster.yml", "-e", "vllm_executor=ray", "-e", "vllm_cluster_serve=false", check=False)
+        run(["docker", "exec", OUTSIDER, "touch", "/tmp/stop"])
+        rows = [json.loads(line) for line in watcher.communicate(timeout=60)[0].splitlines() if line.startswith("[")]
+        assert deploy.returncode == 0, deploy.stdout[-4000:]
+        CURRENT.update(name="ray-four-nodes", handle=True)
+        assert "firewall: on (vllm_firewall unset): a 4-node cluster" in flat(deploy.stdout), deploy.stdout[-3000:]
+        results = collections.Counter(row[3] for row in rows)
+        first_open = next((row for row in rows if row[3] == "open"), None)
+        assert first_open is None, "a cluster port answered a non-member during the deploy: %s (%s)" % (first_open, results)
+        assert any(row[3] == "refused" for row in rows[:3 * len(watched)]), \
+            "control: before the rules load, the probes must reach the nodes (refused): %s" % rows[:3 * len(watched)]
+        assert [row[3] for row in rows[-len(watched):]] == ["dropped"] * len(watched), rows[-len(watched):]
+
+        open_ports = {node: listeners(node) for node in NODES}
+        assert 6379 in open_ports["sim-1"], open_ports
+        assert all(8265 not in ports for ports in open_ports.values()), "Ray's dashboard is off by default: %s" % open_ports
+        # Every port a node opens for its peers is one the planner pinned inside the firewall's list.
+        stray = {n: [p for p in ports if not any(lo <= p <= hi for lo, hi in allowed)] for n, ports in open_ports.items()}
+        assert not any(stray.values()), "ports outside rules.cluster_tcp_ports: %s" % stray
+        targets = [[ADDR[n], p] for n in NODES for p in open_ports[n]]
+        after = reachable_from_outsider(targets)
+        assert not any(after.values()), "reachable from a non-member: %s" % sorted(k for k, ok in after.items() if ok)
+        peer = node_sh("sim-2", "timeout 3 bash -c 'exec 3<>/dev/tcp/%s/6379'" % ADDR["sim-1"]).returncode == 0
+        assert peer, "a cluster peer must still reach the head's GCS"
+        assert ray_check(60).returncode == 0, "the cluster keeps working behind the firewall"
+
+        for node in NODES:
+            node_sh(node, "nft delete table inet sparkfleet")
+        unguarded = reachable_from_outsider(targets)
+        assert unguarded[(ADDR["sim-1"], 6379)], "control: without the table the outsider reaches Ray's GCS"
+        units = ("vllm-cluster-ray.service",)
+        before = unit_identity(units)
+        again = playbook("cluster.yml", "-e", "vllm_executor=ray", "-e", "vllm_cluster_serve=false")
+        loads = re.findall(r"TASK \[sparkfleet\.vllm\.firewall : Load the ruleset now[^\n]*\n(?:(?!TASK \[).*\n)*", again.stdout)
+        assert loads and all(flat(loads[0]).count("changed: [%s]" % n) == 1 for n in NODES), loads
+        assert unit_identity(units) == before, "reloading the firewall restarted a unit"
+        converged = reachable_from_outsider(targets)
+        fault_row("exposure", watched_during_deploy=dict(results), probed=len(targets),
+                  open_without_table=sum(unguarded.values()), open_after=sum(after.values()),
+                  open_after_rerun=sum(converged.values()), ports=open_ports, peer_reaches_gcs=peer)
+        assert not any(converged.values()), "after the re-run: %s" % sorted(k for k, ok in converged.items() if ok)
+    finally:
+        run(["docker", "rm", "-f", OUTSIDER], check=False)
+        reload_firewall(NODES)
+
+
 def test_ray_forms_a_cluster_of_four(ray_cluster):
     proc = ray_check(60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -498,78 +572,6 @@ def reload_firewall(nodes):
     """Put back a table a test deleted (the next deploy would; a failed test must not leave the nodes open)."""
     for node in nodes:
         node_sh(node, "nft list table inet sparkfleet >/dev/null 2>&1 || nft -f /etc/nftables.d/sparkfleet.nft")
-
-
-def test_cluster_ports_are_closed_to_a_non_member_before_they_open(cluster):
-    """The firewall is on by default on a cluster and loaded before the first cluster port opens: a container on the
-    link that is not in the inventory watches the head's GCS and every node's raylet port through a whole deploy
-    (cluster.yml, Ray on all four nodes, engine off) that starts from nodes without the table (what a first deploy
-    or a reboot without persistence meets). Before the rules load, its probes are refused (the ports are closed, the
-    packets get through: the control); from then on they are dropped; not one probe finds a port open, although
-    Ray starts in the same play. After the deploy every listener of every node is probed from it (none answers), a
-    peer still reaches the GCS, and the Ray cluster is whole.
-
-    Then the convergence: the table deleted by hand (the outsider reaches the GCS again: the control that the
-    firewall is what blocks), a re-run of cluster.yml loads it again and restarts nothing.
-
-    Stand-in: one Docker bridge is both the management network and the cluster link here, so the outsider stands for
-    an office machine that can reach the link's subnet; the controller, on the same bridge, is a listed extra peer
-    (inventories/sim4)."""
-    allowed = cluster_port_ranges()
-    forget()
-    start_outsider()
-    try:
-        playbook("cluster_stop.yml", check=False)
-        for node in NODES:
-            node_sh(node, "nft delete table inet sparkfleet 2>/dev/null; true")
-        watched = [[ADDR["sim-1"], 6379]] + [[ADDR[n], 6380] for n in NODES]
-        watcher = subprocess.Popen(["docker", "exec", OUTSIDER, "python3", "-c", WATCH, json.dumps(watched), "/tmp/stop"],
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        time.sleep(3)
-        deploy = playbook("cluster.yml", "-e", "vllm_executor=ray", "-e", "vllm_cluster_serve=false", check=False)
-        run(["docker", "exec", OUTSIDER, "touch", "/tmp/stop"])
-        rows = [json.loads(line) for line in watcher.communicate(timeout=60)[0].splitlines() if line.startswith("[")]
-        assert deploy.returncode == 0, deploy.stdout[-4000:]
-        CURRENT.update(name="ray-four-nodes", handle=True)
-        assert "firewall: on (vllm_firewall unset): a 4-node cluster" in flat(deploy.stdout), deploy.stdout[-3000:]
-        results = collections.Counter(row[3] for row in rows)
-        first_open = next((row for row in rows if row[3] == "open"), None)
-        assert first_open is None, "a cluster port answered a non-member during the deploy: %s (%s)" % (first_open, results)
-        assert any(row[3] == "refused" for row in rows[:3 * len(watched)]), \
-            "control: before the rules load, the probes must reach the nodes (refused): %s" % rows[:3 * len(watched)]
-        assert [row[3] for row in rows[-len(watched):]] == ["dropped"] * len(watched), rows[-len(watched):]
-
-        open_ports = {node: listeners(node) for node in NODES}
-        assert 6379 in open_ports["sim-1"], open_ports
-        assert all(8265 not in ports for ports in open_ports.values()), "Ray's dashboard is off by default: %s" % open_ports
-        # Every port a node opens for its peers is one the planner pinned inside the firewall's list.
-        stray = {n: [p for p in ports if not any(lo <= p <= hi for lo, hi in allowed)] for n, ports in open_ports.items()}
-        assert not any(stray.values()), "ports outside rules.cluster_tcp_ports: %s" % stray
-        targets = [[ADDR[n], p] for n in NODES for p in open_ports[n]]
-        after = reachable_from_outsider(targets)
-        assert not any(after.values()), "reachable from a non-member: %s" % sorted(k for k, ok in after.items() if ok)
-        peer = node_sh("sim-2", "timeout 3 bash -c 'exec 3<>/dev/tcp/%s/6379'" % ADDR["sim-1"]).returncode == 0
-        assert peer, "a cluster peer must still reach the head's GCS"
-        assert ray_check(60).returncode == 0, "the cluster keeps working behind the firewall"
-
-        for node in NODES:
-            node_sh(node, "nft delete table inet sparkfleet")
-        unguarded = reachable_from_outsider(targets)
-        assert unguarded[(ADDR["sim-1"], 6379)], "control: without the table the outsider reaches Ray's GCS"
-        units = ("vllm-cluster-ray.service",)
-        before = unit_identity(units)
-        again = playbook("cluster.yml", "-e", "vllm_executor=ray", "-e", "vllm_cluster_serve=false")
-        loads = re.findall(r"TASK \[sparkfleet\.vllm\.firewall : Load the ruleset now[^\n]*\n(?:(?!TASK \[).*\n)*", again.stdout)
-        assert loads and all(flat(loads[0]).count("changed: [%s]" % n) == 1 for n in NODES), loads
-        assert unit_identity(units) == before, "reloading the firewall restarted a unit"
-        converged = reachable_from_outsider(targets)
-        fault_row("exposure", watched_during_deploy=dict(results), probed=len(targets),
-                  open_without_table=sum(unguarded.values()), open_after=sum(after.values()),
-                  open_after_rerun=sum(converged.values()), ports=open_ports, peer_reaches_gcs=peer)
-        assert not any(converged.values()), "after the re-run: %s" % sorted(k for k, ok in converged.items() if ok)
-    finally:
-        run(["docker", "rm", "-f", OUTSIDER], check=False)
-        reload_firewall(NODES)
 
 
 PAIR = ["sim-1", "sim-2"]
