@@ -1,7 +1,8 @@
 """README.md and the pages under docs/ name only what exists: their relative links reach a file (and a heading), the
 repository paths they write in backticks exist, the role variables they name are declared or read by the collection,
-the defaults their tables and parentheses give are the argument specs', and the lists a reader trusts to be whole
-(the README's plugins, verify-and-bench.md's log signatures, the records' index) are whole.
+the defaults their tables and parentheses give are the argument specs', the `make` targets they name exist, and the
+lists a reader trusts to be whole (the README's plugins, verify-and-bench.md's log signatures, the records' index) are
+whole.
 
 Cheap on purpose: text in backticks and Markdown links, no rendering. docs/architecture.md's paths and map have their
 own test (tests/unit/test_architecture.py); the README's absolute links theirs (test_collection_layout.py).
@@ -142,6 +143,13 @@ def test_role_variables_named_exist(page, variables):
     named = {m.group(1) for span in spans(prose(page)) for m in VARIABLE.finditer(span)}
     unknown = sorted(named - variables - set(ALLOWED_VARIABLES))
     assert not unknown, "%s names variables no role declares or reads: %s" % (page.relative_to(REPO), unknown)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=PAGE_IDS)
+def test_make_targets_named_exist(page):
+    targets = set(re.findall(r"^([a-z][a-z0-9-]*):", (REPO / "Makefile").read_text(encoding="utf-8"), re.M))
+    named = {m for span in spans(prose(page)) for m in re.findall(r"^make ([a-z][a-z0-9-]*)", span)}
+    assert not sorted(named - targets), "%s names make targets the Makefile lacks: %s" % (page.relative_to(REPO), sorted(named - targets))
 
 
 def test_the_allow_lists_hold_only_what_is_absent(variables):
