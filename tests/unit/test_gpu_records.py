@@ -1,6 +1,6 @@
 """The GPU records: what ran on one NVIDIA H200 (or H100) through tests/harness/device/, captured under
-tests/fixtures/h200/ (one folder a run or pass, a README in each; docs/gpu-proof.md and docs/verify-and-bench.md
-quote them). CI has no GPU.
+tests/fixtures/h200/ (one folder a run or pass, a README in each; a dated record in docs/records/ quotes each,
+and docs/gpu-proof.md summarises them). CI has no GPU.
 
 Two kinds of test:
 
@@ -8,7 +8,7 @@ Two kinds of test:
   prompt count must still give what ran there (one test each, as before).
 * The records themselves, one parametrized test per kind of check over every record that has it: the rounds are
   complete and error-free and ran as designed, each summary line is recomputed from the raw rounds, the server ran
-  pass 3's planned argv on the stated card, and the docs quote the recomputed figures.
+  pass 3's planned argv on the stated card, and each record quotes the recomputed figures.
 
 Stand-ins, named as such (docs/gpu-proof.md): profile `h200_standin`, release `v0.25.0` and the models `tiny_h200`
 and `tiny_gemma4_h200` live in the test catalog tests/harness/device/h200_catalog.py writes, never in
@@ -43,7 +43,9 @@ RESULTS = {  # the bench results `sparkfleet.vllm.bench` wrote on the device, an
     "gemma4-run sweep": GEMMA4_RUN / "20261203T075805Z-sweep-gemma-4-tiny.json",
 }
 GEMMA4_MODEL = "tiny_gemma4_h200"
-DOCS = ("gpu-proof.md", "verify-and-bench.md")
+RECORDS = REPO / "docs" / "records"
+PASS2_RECORD = "2026-12-01-pass2-collection-path.md"
+PASS3_RECORD = "2026-12-03-pass3-gemma4-oom-c8-probe.md"
 
 
 @functools.cache
@@ -503,7 +505,7 @@ def block_ratio(model, cell):
 
 
 def drift_table():
-    """docs/gpu-proof.md's pass 8 table: per cell and side, each model's median, max/min, CV and GPU utilization."""
+    """Pass 8's record's table: per cell and side, each model's median, max/min, CV and GPU utilization."""
     rows = []
     for cell in DRIFT_CELLS:
         for side in ("module", "vllm"):
@@ -646,21 +648,26 @@ def _medians(name, leave_out=()):
     return ["%.3f" % PAIRED[name].median(mine) for _l, mine, _t in PAIRED[name].pairs if mine not in leave_out]
 
 
-QUOTED = {  # record -> the docs that quote it, the figures they must carry
-    "collection-run": (DOCS, lambda: _run_figures(COLLECTION_RUN, "collection-run standard", "collection-run sweep")),
-    "gemma4-run": (DOCS, lambda: _run_figures(GEMMA4_RUN, "gemma4-run standard", "gemma4-run sweep")),
-    "ratios": (("verify-and-bench.md",), _ratios_figures),
-    "c8-probe": (DOCS, lambda: _medians("c8-probe")),
-    "gemma4-ratios": (DOCS, lambda: [healthy_after(H200 / "gemma4-ratios")] + _medians("gemma4-ratios", ("std_single_old_def",))),
-    "gemma4-ratios-pass6": (DOCS, lambda: _medians("gemma4-ratios-pass6", ("std_single_old_def",))),
-    "gemma4-ratios-pass7": (("gpu-proof.md",), lambda: _medians("gemma4-ratios-pass7")),
-    "gemma4-ratios-pass8": (("gpu-proof.md",), lambda: drift_table() + ["%.3f" % block_ratio(m, c) for m in DRIFT_CALLS
-                                                                        for c in DRIFT_CELLS]),
+QUOTED = {  # capture folder -> the record (docs/records/) that quotes it, the figures it must carry
+    "collection-run": (PASS2_RECORD, lambda: _run_figures(COLLECTION_RUN, "collection-run standard", "collection-run sweep")),
+    "gemma4-run": (PASS3_RECORD, lambda: _run_figures(GEMMA4_RUN, "gemma4-run standard", "gemma4-run sweep")),
+    "ratios": ("2026-12-02-ratios-module-vs-vllm-bench.md", _ratios_figures),
+    "c8-probe": (PASS3_RECORD, lambda: _medians("c8-probe")),
+    "gemma4-ratios": ("2026-12-03-pass4-gemma4-ratios-sampler-oom.md",
+                      lambda: [healthy_after(H200 / "gemma4-ratios")] + _medians("gemma4-ratios", ("std_single_old_def",))),
+    "gemma4-ratios-pass6": ("2026-12-04-pass6-pinned-ratios.md",
+                            lambda: _medians("gemma4-ratios-pass6", ("std_single_old_def",))),
+    "gemma4-ratios-pass7": ("2026-12-05-pass7-longer-windows.md", lambda: _medians("gemma4-ratios-pass7")),
+    "gemma4-ratios-pass8": ("2026-12-05-pass8-drift.md", lambda: drift_table() + ["%.3f" % block_ratio(m, c) for m in DRIFT_CALLS
+                                                                                  for c in DRIFT_CELLS]),
 }
 
 
-@pytest.mark.parametrize("name, doc", [(name, doc) for name, (docs, _f) in QUOTED.items() for doc in docs])
-def test_the_docs_quote_the_records_figures(name, doc):
-    text = read(REPO / "docs" / doc)
-    missing = [f for f in QUOTED[name][1]() if f not in text]
-    assert not missing, "docs/%s lacks the %s figures %s" % (doc, name, missing)
+@pytest.mark.parametrize("name", QUOTED)
+def test_each_record_quotes_its_captures_figures(name):
+    record, figures = QUOTED[name]
+    text = read(RECORDS / record)
+    missing = [f for f in figures() if f not in text]
+    assert not missing, "docs/records/%s lacks the %s figures %s" % (record, name, missing)
+    assert "tests/fixtures/h200/%s" % name in text, "docs/records/%s does not name its captures" % record
+    assert "(records/%s)" % record in read(REPO / "docs" / "gpu-proof.md"), "docs/gpu-proof.md does not link %s" % record
