@@ -47,18 +47,19 @@ __metaclass__ = type
 import copy
 import json
 
-# The inputs (request keys, their variables, coercion, PlanError) live in plan_inputs.py, the settings in plan_settings.py,
-# the guards on extra args and user environments in plan_guards.py, the summary in plan_summary.py.
+# The inputs (request keys, their variables, coercion, PlanError) live in plan/inputs.py, the settings in
+# plan/settings.py, the guards on extra args and user environments in plan/guards.py, the summary in plan/summary.py.
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog_conditions, plan_guards, plan_inputs, plan_settings, topology
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog_conditions, topology
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan import guards, inputs, settings
 
 # The names callers read from here (planner.PlanError, planner.REQUEST_KEYS, planner.dev_mode_on) and the
 # coercion the resolution steps below use.
-PlanError, REQUEST_KEYS, VARIABLES = plan_inputs.PlanError, plan_inputs.REQUEST_KEYS, plan_inputs.VARIABLES
-DEV_MODE_ENV, dev_mode_on = plan_inputs.DEV_MODE_ENV, plan_inputs.dev_mode_on
-_refuse, _unset, _fmt = plan_inputs.refuse, plan_inputs.unset, plan_inputs.fmt
-_as_int, _as_float, _as_bool = plan_inputs.as_int, plan_inputs.as_float, plan_inputs.as_bool
-_as_choice, _as_arg_list = plan_inputs.as_choice, plan_inputs.arg_list
+PlanError, REQUEST_KEYS, VARIABLES = inputs.PlanError, inputs.REQUEST_KEYS, inputs.VARIABLES
+DEV_MODE_ENV, dev_mode_on = inputs.DEV_MODE_ENV, inputs.dev_mode_on
+_refuse, _unset, _fmt = inputs.refuse, inputs.unset, inputs.fmt
+_as_int, _as_float, _as_bool = inputs.as_int, inputs.as_float, inputs.as_bool
+_as_choice, _as_arg_list = inputs.as_choice, inputs.arg_list
 
 SINGLE_GROUP = "vllm_single"
 DRAFTER_CHOICES = ("none", "mtp", "dflash", "auto")
@@ -241,7 +242,7 @@ class _Planner(object):
             return
         owners = {}
         for node in nodes:
-            address = plan_inputs.as_link_address(node.get("address"), "vllm_cluster_link_ip", node.get("host"))
+            address = inputs.as_link_address(node.get("address"), "vllm_cluster_link_ip", node.get("host"))
             # Inventory hosts that are one machine (the simulation's local pair) share its addresses by nature.
             machine = node.get("machine") or node.get("host")
             owner = owners.setdefault(address, (node.get("host"), machine))
@@ -299,8 +300,8 @@ class _Planner(object):
         if _unset(self.head_address):
             _refuse("cluster", "a %d-node cluster needs the head's address on the cluster link; set vllm_cluster_link_ip "
                     "(or ansible_host) on the first host of the vllm_cluster group" % self.node_count, "vllm_cluster_link_ip")
-        self.head_address = plan_inputs.as_link_address(self.head_address, "vllm_cluster_link_ip", "the head")
-        self.node_address = None if _unset(self.request.get("node_address")) else plan_inputs.as_link_address(
+        self.head_address = inputs.as_link_address(self.head_address, "vllm_cluster_link_ip", "the head")
+        self.node_address = None if _unset(self.request.get("node_address")) else inputs.as_link_address(
             self.request["node_address"], "vllm_cluster_link_ip", self.request.get("host"))
         self.check_link_addresses()
 
@@ -325,7 +326,7 @@ class _Planner(object):
                             str(n.get("host")) for n, a in zip(nodes, addresses) if a == repeated[0]))
                         if repeated else "a host has no address"), "vllm_cluster_link_ip", repeated[0] if repeated else "")
         for node, address in zip(nodes, addresses):
-            plan_inputs.as_link_address(address, "vllm_cluster_link_ip", node.get("host"))
+            inputs.as_link_address(address, "vllm_cluster_link_ip", node.get("host"))
         front = nodes[0]
         self.replicas = {
             "index": index,
@@ -340,8 +341,8 @@ class _Planner(object):
         self.node_count, self.node_index = 1, 0
 
     def resolve_release(self):
-        image = plan_inputs.as_text(self.request, "image", '"vllm/vllm-openai:v0.30.0"')
-        given = plan_inputs.as_text(self.request, "release", '"v0.30.0"')
+        image = inputs.as_text(self.request, "image", '"vllm/vllm-openai:v0.30.0"')
+        given = inputs.as_text(self.request, "release", '"v0.30.0"')
         from_image = cat.release_from_image(image)
         if given:
             key = cat.release_key(self.catalog, given) or (given if given.startswith("v") else "v" + given)
@@ -669,8 +670,8 @@ class _Planner(object):
     # -- settings ------------------------------------------------------------------------
 
     def resolve_settings(self):
-        """One step per serving setting (plan_settings.py)."""
-        plan_settings.resolve(self)
+        """One step per serving setting (settings.py)."""
+        settings.resolve(self)
 
     # -- assembly ----------------------------------------------------------------------
 
@@ -813,8 +814,8 @@ class _Planner(object):
         if _unset(hca):
             hca = cluster.get("hca_placeholder")
             self.warn("vllm_cluster_hca is unset: using the placeholder %s; set it to the node's RoCE device" % hca)
-        interface = plan_inputs.as_link_devices(interface, "cluster_interface")[0]
-        hcas = plan_inputs.as_link_devices(hca, "cluster_hca")
+        interface = inputs.as_link_devices(interface, "cluster_interface")[0]
+        hcas = inputs.as_link_devices(hca, "cluster_hca")
         hca = ",".join(hcas)
         # UCX (Ray's and NCCL's transport helpers) names a device with its port: <hca>:1 for each RoCE device.
         self.env.update({"NCCL_SOCKET_IFNAME": str(interface), "GLOO_SOCKET_IFNAME": str(interface), "NCCL_IB_HCA": hca,
@@ -925,9 +926,9 @@ class _Planner(object):
         self.check_release_floors()
         self.resolve_settings()
         self.check_cluster_ports()
-        self.allowed_guarded, self.allowed_routes = plan_guards.allowed_guarded(self), []
-        plan_guards.check_extra_args(self)
-        plan_guards.check_role_envs(self)
+        self.allowed_guarded, self.allowed_routes = guards.allowed_guarded(self), []
+        guards.check_extra_args(self)
+        guards.check_role_envs(self)
         self.apply_release_defects()
         self.start_failures = [self.model_rules["first_start_failure"]] if self.model_rules.get("first_start_failure") else []
         if self.start_failures:
@@ -951,7 +952,7 @@ class _Planner(object):
                     self.reason("Ray worker: joins the head's Ray cluster; the head runs vllm serve for every node")
         else:
             self.single_node_env()
-        plan_guards.apply_user_env(self)
+        guards.apply_user_env(self)
         self.check_open_api()
         expected = self.expected()
         self.check_reading_speed(expected)
@@ -994,7 +995,7 @@ class _Planner(object):
             "bind_address": self.bind_address,
             "gateway": self.gateway,
             "firewall": self.firewall,
-            "refused_routes": plan_guards.refused_routes(self),
+            "refused_routes": guards.refused_routes(self),
             "replicas": None if self.replicas is None else dict(self.replicas, upstreams=[
                 {"host": host, "address": address, "port": self.port} for host, address in self.replica_nodes]),
             "endpoint": self.client_endpoint,

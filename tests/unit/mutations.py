@@ -5,8 +5,8 @@ one detection:
 
 * MUTATIONS: an attribute replaced by a version that detects nothing (the throughput gate, the start-up failure
   diagnosis, the secret-name rules, ...);
-* the planner's refusal paths (refusal_sites()): every call of the refusal helper (plan_inputs.refuse, which
-  planner.py, plan_guards.py and plan_settings.py call as ``_refuse``), every ``raise PlanError(...)`` and every
+* the planner's refusal paths (refusal_sites()): every call of the refusal helper (plan/inputs.py's refuse, which
+  planner.py, plan/guards.py and plan/settings.py call as ``_refuse``), every ``raise PlanError(...)`` and every
   refusal a ``*_refusal`` helper returns, found in the source by its syntax. A refusal mutant is the function
   holding that one path, recompiled with the path made a no-op (``pass``; ``return None`` for a returned
   refusal) and swapped in through ``__code__``, so every alias of the function runs the mutant.
@@ -37,13 +37,11 @@ from ansible_collections.sparkfleet.vllm.plugins.module_utils import (
     bench_metrics,
     diagnose,
     env_rules,
-    plan_guards,
-    plan_inputs,
-    plan_settings,
     planner,
     topology,
     vllm_flags,
 )
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan import guards, inputs, settings
 
 
 def _gate_always_passes(measured, expected, min_ratio=0.9):
@@ -97,10 +95,10 @@ MUTATIONS = {
 # --- the planner's refusal paths --------------------------------------------------------
 
 # The modules whose refusals reach the user as PlanError; the helper every refusal goes through and its aliases.
-REFUSAL_MODULES = (planner, plan_inputs, plan_guards, plan_settings)
+REFUSAL_MODULES = (planner, inputs, guards, settings)
 REFUSAL_PREFIX = "refusal:"
 _REFUSERS = ("refuse", "_refuse")
-_HELPER = "refuse"  # plan_inputs.refuse itself raises PlanError for every path: not a path of its own
+_HELPER = "refuse"  # inputs.refuse itself raises PlanError for every path: not a path of its own
 
 
 def _rule_of(node):

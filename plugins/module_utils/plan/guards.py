@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The planner's guards on what a user adds around the plan: vllm_extra_args and the extra environments.
 
-Each takes the planner's state (``planner._Planner``) and refuses with ``plan_inputs.refuse`` (naming the variable,
+Each takes the planner's state (``planner._Planner``) and refuses with ``inputs.refuse`` (naming the variable,
 the value and the fix) what would carry a credential, override a flag the planner manages, or open routes the API key
 does not guard; the rest is recorded with a warning or a reason.
 """
@@ -15,10 +15,11 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import env_rules, plan_inputs, vllm_flags
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import env_rules, vllm_flags
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan import inputs
 
-_refuse, _unset, _as_bool = plan_inputs.refuse, plan_inputs.unset, plan_inputs.as_bool
-VARIABLES, DEV_MODE_ENV, dev_mode_on = plan_inputs.VARIABLES, plan_inputs.DEV_MODE_ENV, plan_inputs.dev_mode_on
+_refuse, _unset, _as_bool = inputs.refuse, inputs.unset, inputs.as_bool
+VARIABLES, DEV_MODE_ENV, dev_mode_on = inputs.VARIABLES, inputs.DEV_MODE_ENV, inputs.dev_mode_on
 # Environments the runtime roles merge over the plan's env; the planner checks them as it checks vllm_env.
 ROLE_ENV_KEYS = ("native_env", "cluster_extra_env", "cluster_ray_health_check")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

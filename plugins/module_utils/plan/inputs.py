@@ -5,7 +5,7 @@
 """The planner's inputs: the request keys, the inventory variable each comes from, and their coercion.
 
 Every coercion refuses a bad value with ``PlanError``, whose message names the variable, the value and the fix
-(planner.py turns the checked values into a plan; plan_summary.py prints one).
+(planner.py turns the checked values into a plan; summary.py prints one).
 """
 
 from __future__ import absolute_import, division, print_function

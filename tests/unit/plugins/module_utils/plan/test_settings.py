@@ -1,4 +1,4 @@
-"""plugins/module_utils/plan_settings.py: one step per serving setting, run in order by the planner.
+"""plugins/module_utils/plan/settings.py: one step per serving setting, run in order by the planner.
 
 The settings' values, refusals and warnings are held by the golden plans in test_planner.py; this file holds
 the split itself: each step sets its own settings and no other step's, and a step that reads an earlier one's
@@ -7,7 +7,8 @@ setting runs after it.
 import pytest
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import plan_settings, planner
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import planner
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan import settings as plan_settings
 
 SETS = {
     plan_settings.language_model_only: {"language_model_only", "vision", "required_lmo"},

@@ -6,7 +6,7 @@
 
 Each step takes the planner's state once the profile, model, nodes, release, runtime and drafter are resolved
 (``planner._Planner``), reads one setting from its request, falls back to the catalog's figure for this model on
-this profile, refuses what cannot work (``plan_inputs.refuse``, naming the variable and the fix) and records the
+this profile, refuses what cannot work (``inputs.refuse``, naming the variable and the fix) and records the
 setting with its reasons and warnings. ``resolve`` runs them in ``STEPS``' order: later steps read what earlier
 ones set (vision after --language-model-only, the batched-token floor after vision and audio).
 """
@@ -17,10 +17,11 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import env_rules, plan_inputs
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import env_rules
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan import inputs
 
-_refuse, _unset, _fmt = plan_inputs.refuse, plan_inputs.unset, plan_inputs.fmt
-_as_int, _as_float, _as_bool, _as_arg_list = plan_inputs.as_int, plan_inputs.as_float, plan_inputs.as_bool, plan_inputs.arg_list
+_refuse, _unset, _fmt = inputs.refuse, inputs.unset, inputs.fmt
+_as_int, _as_float, _as_bool, _as_arg_list = inputs.as_int, inputs.as_float, inputs.as_bool, inputs.arg_list
 
 
 def language_model_only(planner):
