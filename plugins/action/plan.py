@@ -5,7 +5,7 @@
 """Action plugin for sparkfleet.vllm.plan: plans on the controller, never contacts the host.
 
 The documentation lives in plugins/modules/plan.py; the logic in
-plugins/module_utils/planner.py. This file only gathers the request (task
+plugins/module_utils/plan/ (planner.py). This file only gathers the request (task
 arguments plus the host's place in the ``vllm_cluster`` group) and reports.
 """
 
@@ -21,8 +21,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import planner
-from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan import summary
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan import planner, summary
 
 display = Display()
 

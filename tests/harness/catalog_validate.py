@@ -28,7 +28,7 @@ from ansible_collections.sparkfleet.vllm.plugins.module_utils.catalog import (  
     version_tuple,
 )
 from ansible_collections.sparkfleet.vllm.plugins.module_utils.catalog_conditions import CONDITION_KEYS  # noqa: E402
-from ansible_collections.sparkfleet.vllm.plugins.module_utils.planner import EXECUTORS, RUNTIMES  # noqa: E402
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan.planner import EXECUTORS, RUNTIMES  # noqa: E402
 from ansible_collections.sparkfleet.vllm.plugins.module_utils.smoke import CHECKS as SMOKE_CHECKS  # noqa: E402
 
 # The fields of a diagnostics entry (plugins/module_utils/diagnose.py reads them).

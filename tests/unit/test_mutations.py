@@ -20,58 +20,58 @@ import pytest
 from conftest import REPO
 
 UNIT = "tests/unit/plugins"
-PLANNER = UNIT + "/module_utils/test_planner.py::"
+PLANNER = UNIT + "/module_utils/plan/test_planner.py::"
 BAD_INPUT = PLANNER + "test_bad_input_is_refused_with_its_message[%d]"
 DOCUMENTED = PLANNER + "test_documented_failures_are_refused[%d]"
-CATCHERS_FILE = UNIT + "/module_utils/test_refusal_catchers.py::"
+CATCHERS_FILE = UNIT + "/module_utils/plan/test_refusal_catchers.py::"
 GATE_TESTS = UNIT + "/module_utils/test_bench_metrics.py::"
 R = mutations.REFUSAL_PREFIX
 
 # Refusal path (mutations.refusal_sites()) -> the test that exists to catch its removal. Every path has one.
 REFUSAL_CATCHERS = {
-    R + "planner._Planner.__init__:request": [BAD_INPUT % 51],
-    R + "planner._Planner.resolve_profile:profile": [BAD_INPUT % 4],
-    R + "planner._Planner.resolve_profile:profile#3": [BAD_INPUT % 2],
-    R + "planner._Planner.resolve_model:model": [BAD_INPUT % 0],
-    R + "planner._Planner.resolve_model:stand-in": [BAD_INPUT % 45],
-    R + "planner._Planner.resolve_model:stand-in#2": [BAD_INPUT % 46],
-    R + "planner._Planner.check_groups:host-groups": [PLANNER + "test_a_host_in_both_groups_is_refused"],
-    R + "planner._Planner.check_link_addresses:cluster-link-ip": [PLANNER + "test_duplicate_link_addresses_are_refused"],
-    R + "planner._Planner.check_cluster_ports:cluster-port": [
+    R + "inputs.check_request_keys:request": [BAD_INPUT % 51],
+    R + "model.resolve_profile:profile": [BAD_INPUT % 4],
+    R + "model.resolve_profile:profile#3": [BAD_INPUT % 2],
+    R + "model.resolve_model:model": [BAD_INPUT % 0],
+    R + "model.resolve_model:stand-in": [BAD_INPUT % 45],
+    R + "model.resolve_model:stand-in#2": [BAD_INPUT % 46],
+    R + "cluster.check_groups:host-groups": [PLANNER + "test_a_host_in_both_groups_is_refused"],
+    R + "cluster.check_link_addresses:cluster-link-ip": [PLANNER + "test_duplicate_link_addresses_are_refused"],
+    R + "cluster.check_cluster_ports:cluster-port": [
         PLANNER + "test_api_port_inside_the_cluster_ranges_is_refused[12000-10002-19999 (Ray's worker ports)]"],
-    R + "planner._Planner.resolve_nodes:cluster": [BAD_INPUT % 49],
-    R + "planner._Planner.resolve_nodes:cluster#2": [DOCUMENTED % 19],
-    R + "planner._Planner.resolve_nodes:cluster#3": [DOCUMENTED % 18],
-    R + "planner._Planner.resolve_nodes:cluster#4": [BAD_INPUT % 48],
-    R + "planner._Planner.resolve_replicas:replicas": [PLANNER + "test_replicas_refuse_a_lone_host_and_shared_addresses"],
-    R + "planner._Planner.resolve_replicas:replicas-addresses": [
+    R + "cluster.resolve_nodes:cluster": [BAD_INPUT % 49],
+    R + "cluster.resolve_nodes:cluster#2": [DOCUMENTED % 19],
+    R + "cluster.resolve_nodes:cluster#3": [DOCUMENTED % 18],
+    R + "cluster.resolve_nodes:cluster#4": [BAD_INPUT % 48],
+    R + "cluster.resolve_replicas:replicas": [PLANNER + "test_replicas_refuse_a_lone_host_and_shared_addresses"],
+    R + "cluster.resolve_replicas:replicas-addresses": [
         PLANNER + "test_replicas_refuse_a_lone_host_and_shared_addresses"],
-    R + "planner._Planner.resolve_release:release": [BAD_INPUT % 40],
-    R + "planner._Planner.resolve_release:release#2": [BAD_INPUT % 39],
-    R + "planner._Planner.resolve_release:release#3": [BAD_INPUT % 42],
-    R + "planner._Planner.resolve_release:release#4": [BAD_INPUT % 41],
-    R + "planner._Planner.resolve_release:release#5": [BAD_INPUT % 43],
+    R + "release.resolve_release:release": [BAD_INPUT % 40],
+    R + "release.resolve_release:release#2": [BAD_INPUT % 39],
+    R + "release.resolve_release:release#3": [BAD_INPUT % 42],
+    R + "release.resolve_release:release#4": [BAD_INPUT % 41],
+    R + "release.resolve_release:release#5": [BAD_INPUT % 43],
     # Not test_documented_failures_are_refused[6]: without this refusal v0.26.0's own defect refuses the same
     # request with the same words, so that case passes; the catcher asserts the rule.
-    R + "planner._Planner.resolve_release:multi-node-release": [
+    R + "release.resolve_release:multi-node-release": [
         CATCHERS_FILE + "test_a_cluster_on_a_release_before_the_multi_node_minimum_is_refused_by_that_rule"],
-    R + "planner._Planner.check_release_floors:release-floor": [
+    R + "release.check_release_floors:release-floor": [
         PLANNER + "test_a_release_below_a_floor_is_refused_with_its_reason_and_source[v0.8.0]",
         PLANNER + "test_a_release_below_a_floor_is_refused_with_its_reason_and_source[mtp-on-v0.22.0]"],
-    R + "planner._Planner.resolve_runtime:runtime": [BAD_INPUT % 47],
-    R + "planner._Planner.resolve_runtime:runtime#2": [
+    R + "release.resolve_runtime:runtime": [BAD_INPUT % 47],
+    R + "release.resolve_runtime:runtime#2": [
         CATCHERS_FILE + "test_native_runtime_is_refused_for_a_release_without_a_pip_package"],
-    R + "planner._Planner.bind_replica:replicas-gateway": [PLANNER + "test_replicas_refuse_the_gateway_bypass"],
-    R + "planner._Planner.resolve_open_api:open-api-loopback": [PLANNER + "test_open_api_refusals[cluster-loopback]"],
-    R + "planner._Planner.resolve_open_api:open-api-gateway": [PLANNER + "test_open_api_refusals[loopback-gateway]"],
-    R + "planner._Planner.check_open_api:open-api": [
+    R + "binding.bind_replica:replicas-gateway": [PLANNER + "test_replicas_refuse_the_gateway_bypass"],
+    R + "binding.resolve_open_api:open-api-loopback": [PLANNER + "test_open_api_refusals[cluster-loopback]"],
+    R + "binding.resolve_open_api:open-api-gateway": [PLANNER + "test_open_api_refusals[loopback-gateway]"],
+    R + "binding.check_open_api:open-api": [
         PLANNER + "test_a_plan_without_a_key_is_refused_unless_it_says_how_it_may_serve[single]"],
-    R + "planner._Planner.drafter_refusal:drafter": [DOCUMENTED % 20],
-    R + "planner._Planner.drafter_refusal:profile-drafter": [DOCUMENTED % 5],
-    R + "planner._Planner.drafter_refusal:release-defect": [DOCUMENTED % 0],
-    R + "planner._Planner.resolve_drafter:refusal[1]": [
+    R + "drafter.drafter_refusal:drafter": [DOCUMENTED % 20],
+    R + "drafter.drafter_refusal:profile-drafter": [DOCUMENTED % 5],
+    R + "drafter.drafter_refusal:release-defect": [DOCUMENTED % 0],
+    R + "drafter.resolve_drafter:refusal[1]": [
         PLANNER + "test_a_stand_in_without_a_generated_drafter_refuses_it[tiny-31b-mtp]"],
-    R + "planner._Planner.apply_release_defects:release-defect": [
+    R + "release.apply_release_defects:release-defect": [
         CATCHERS_FILE + "test_a_refusing_release_defect_refuses_without_the_multi_node_release_rule"],
     R + "inputs.as_int:type#2": [BAD_INPUT % 9],
     R + "inputs.as_int:range": [BAD_INPUT % 10],
@@ -141,7 +141,7 @@ EQUIVALENT = {
     R + "inputs.as_int:type": BAD_INPUT % 11,
     # No profile and no GPU name: catalog.resolve_profile(None) raises "no hardware profile given; set vllm_profile
     # to one of: ..." and resolve_profile's next refusal carries it, rule and variable unchanged.
-    R + "planner._Planner.resolve_profile:profile#2": BAD_INPUT % 3,
+    R + "model.resolve_profile:profile#2": BAD_INPUT % 3,
 }
 # The other detections (mutations.MUTATIONS) -> their catchers. A node id without [params] means every case of it.
 OTHER_CATCHERS = {
