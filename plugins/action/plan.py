@@ -5,7 +5,7 @@
 """Action plugin for sparkfleet.vllm.plan: plans on the controller, never contacts the host.
 
 The documentation lives in plugins/modules/plan.py; the logic in
-plugins/module_utils/planner.py. This file only gathers the request (task
+plugins/module_utils/plan/ (planner.py). This file only gathers the request (task
 arguments plus the host's place in the ``vllm_cluster`` group) and reports.
 """
 
@@ -21,7 +21,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import plan_summary, planner
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan import planner, summary
 
 display = Display()
 
@@ -151,7 +151,7 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg=message, refused=True, rule=getattr(exc, "rule", "catalog"))
             return result
         result["plan"] = plan
-        result["summary"] = plan_summary.summarize(plan, host)
+        result["summary"] = summary.summarize(plan, host)
         if args.get("plan_dir"):
             path = os.path.join(os.path.abspath(os.path.expanduser(str(args["plan_dir"]))), "%s.json" % host)
             result["plan_file"] = path

@@ -9,7 +9,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import plan_inputs
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan import inputs
 
 
 def dev_mode_on(env):
@@ -18,7 +18,7 @@ def dev_mode_on(env):
         return False
     if not isinstance(env, dict):
         raise AnsibleFilterError("dev_mode_on: expected a mapping of environment variables, got %s" % type(env).__name__)
-    return plan_inputs.dev_mode_on(env)
+    return inputs.dev_mode_on(env)
 
 
 class FilterModule(object):

@@ -110,7 +110,7 @@ def get_path(catalog, dotted):
 class CatalogView(object):
     """A read-only sequence built from the collection's catalog on first use.
 
-    For module-level names that other code imports (``planner.OBJECTIVES``,
+    For module-level names that other code imports (``plan.drafter.OBJECTIVES``,
     ``diagnose.FATAL_SIGNATURES``): the values stay in the catalog, and the
     file is read only when the name is first used. ``build(catalog)`` returns
     the items. Where the catalog cannot be read (code shipped to a managed

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 # Documentation only: sparkfleet.vllm.plan is an action plugin (plugins/action/plan.py)
-# that runs on the controller; the planning logic is plugins/module_utils/planner.py.
+# that runs on the controller; the planning logic is plugins/module_utils/plan/planner.py.
 
 from __future__ import absolute_import, division, print_function
 

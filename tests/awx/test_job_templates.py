@@ -127,7 +127,7 @@ def test_choices_come_from_the_catalog(templates, catalog):
     """Choices are the catalog's tables, and agree with what the planner and
     the throughput module accept, so a survey answer is never refused later."""
     from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as catalog_utils
-    from ansible_collections.sparkfleet.vllm.plugins.module_utils import planner
+    from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan import planner
 
     seen = set()
     for name, template in templates.items():

@@ -28,7 +28,7 @@ from ansible_collections.sparkfleet.vllm.plugins.module_utils.catalog import (  
     version_tuple,
 )
 from ansible_collections.sparkfleet.vllm.plugins.module_utils.catalog_conditions import CONDITION_KEYS  # noqa: E402
-from ansible_collections.sparkfleet.vllm.plugins.module_utils.planner import EXECUTORS, RUNTIMES  # noqa: E402
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan.planner import EXECUTORS, RUNTIMES  # noqa: E402
 from ansible_collections.sparkfleet.vllm.plugins.module_utils.smoke import CHECKS as SMOKE_CHECKS  # noqa: E402
 
 # The fields of a diagnostics entry (plugins/module_utils/diagnose.py reads them).
@@ -137,7 +137,7 @@ def _runtime_disk_problems(defaults, releases):
 
 def _compile_cache_problems(rules):
     """rules.compile_cache_settings: each names a planned setting, the flag the planner manages for it, its effect and
-    the notes' words (plan_settings.compile_cache quotes them)."""
+    the notes' words (plan/settings.py's compile_cache quotes them)."""
     problems = []
     for index, entry in enumerate(rules.get("compile_cache_settings") or []):
         where = "rules.compile_cache_settings[%d]" % index

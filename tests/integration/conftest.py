@@ -67,7 +67,8 @@ def stand_in_plan(port=TEST_PORT, max_num_seqs=None, gateway=None, gateway_port=
     of the planner's request (e.g. compose_standin_request()) go as given. No hand-written copy: argv, env and
     expected are the planner's."""
     sys.path.insert(0, str(REPO / ".collections"))
-    from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog, planner  # noqa: PLC0415
+    from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog  # noqa: PLC0415
+    from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan import planner  # noqa: PLC0415
 
     request = dict(request, profile="cpu", port=port)
     request.setdefault("firewall", False)

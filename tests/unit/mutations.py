@@ -5,9 +5,9 @@ one detection:
 
 * MUTATIONS: an attribute replaced by a version that detects nothing (the throughput gate, the start-up failure
   diagnosis, the secret-name rules, ...);
-* the planner's refusal paths (refusal_sites()): every call of the refusal helper (plan_inputs.refuse, which
-  planner.py, plan_guards.py and plan_settings.py call as ``_refuse``), every ``raise PlanError(...)`` and every
-  refusal a ``*_refusal`` helper returns, found in the source by its syntax. A refusal mutant is the function
+* the planner's refusal paths (refusal_sites()): in every module of plugins/module_utils/plan/, every call of the
+  refusal helper (inputs.refuse, which the other modules call as ``_refuse``), every ``raise PlanError(...)`` and
+  every refusal a ``*_refusal`` helper returns, found in the source by its syntax. A refusal mutant is the function
   holding that one path, recompiled with the path made a no-op (``pass``; ``return None`` for a returned
   refusal) and swapped in through ``__code__``, so every alias of the function runs the mutant.
 
@@ -23,8 +23,10 @@ SPARKFLEET_MUTATION=<name> instead applies one mutation to the whole run (for re
 import ast
 import copy
 import gc
+import importlib
 import json
 import os
+import pkgutil
 import select
 import signal
 import sys
@@ -37,13 +39,10 @@ from ansible_collections.sparkfleet.vllm.plugins.module_utils import (
     bench_metrics,
     diagnose,
     env_rules,
-    plan_guards,
-    plan_inputs,
-    plan_settings,
-    planner,
     topology,
     vllm_flags,
 )
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import plan as plan_package
 
 
 def _gate_always_passes(measured, expected, min_ratio=0.9):
@@ -96,11 +95,13 @@ MUTATIONS = {
 
 # --- the planner's refusal paths --------------------------------------------------------
 
-# The modules whose refusals reach the user as PlanError; the helper every refusal goes through and its aliases.
-REFUSAL_MODULES = (planner, plan_inputs, plan_guards, plan_settings)
+# The modules whose refusals reach the user as PlanError (every module of the planner's package, so that a new one
+# is searched too); the helper every refusal goes through and its aliases.
+REFUSAL_MODULES = tuple(importlib.import_module("%s.%s" % (plan_package.__name__, module.name))
+                        for module in sorted(pkgutil.iter_modules(plan_package.__path__), key=lambda m: m.name))
 REFUSAL_PREFIX = "refusal:"
 _REFUSERS = ("refuse", "_refuse")
-_HELPER = "refuse"  # plan_inputs.refuse itself raises PlanError for every path: not a path of its own
+_HELPER = "refuse"  # inputs.refuse itself raises PlanError for every path: not a path of its own
 
 
 def _rule_of(node):

@@ -25,8 +25,9 @@ import pytest
 import yaml
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import bench_report as br
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import bench_run, diagnose, planner, smoke
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import bench_run, diagnose, smoke
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan import planner
 from conftest import SUMMARY_LINE, SUMMARY_LINE_COUNTS, keyless, load_h200_catalog_module, load_harness_module, paired_cell
 
 catalog_validate = load_harness_module("catalog_validate.py")

@@ -20,117 +20,117 @@ import pytest
 from conftest import REPO
 
 UNIT = "tests/unit/plugins"
-PLANNER = UNIT + "/module_utils/test_planner.py::"
+PLANNER = UNIT + "/module_utils/plan/test_planner.py::"
 BAD_INPUT = PLANNER + "test_bad_input_is_refused_with_its_message[%d]"
 DOCUMENTED = PLANNER + "test_documented_failures_are_refused[%d]"
-CATCHERS_FILE = UNIT + "/module_utils/test_refusal_catchers.py::"
+CATCHERS_FILE = UNIT + "/module_utils/plan/test_refusal_catchers.py::"
 GATE_TESTS = UNIT + "/module_utils/test_bench_metrics.py::"
 R = mutations.REFUSAL_PREFIX
 
 # Refusal path (mutations.refusal_sites()) -> the test that exists to catch its removal. Every path has one.
 REFUSAL_CATCHERS = {
-    R + "planner._Planner.__init__:request": [BAD_INPUT % 51],
-    R + "planner._Planner.resolve_profile:profile": [BAD_INPUT % 4],
-    R + "planner._Planner.resolve_profile:profile#3": [BAD_INPUT % 2],
-    R + "planner._Planner.resolve_model:model": [BAD_INPUT % 0],
-    R + "planner._Planner.resolve_model:stand-in": [BAD_INPUT % 45],
-    R + "planner._Planner.resolve_model:stand-in#2": [BAD_INPUT % 46],
-    R + "planner._Planner.check_groups:host-groups": [PLANNER + "test_a_host_in_both_groups_is_refused"],
-    R + "planner._Planner.check_link_addresses:cluster-link-ip": [PLANNER + "test_duplicate_link_addresses_are_refused"],
-    R + "planner._Planner.check_cluster_ports:cluster-port": [
+    R + "inputs.check_request_keys:request": [BAD_INPUT % 51],
+    R + "model.resolve_profile:profile": [BAD_INPUT % 4],
+    R + "model.resolve_profile:profile#3": [BAD_INPUT % 2],
+    R + "model.resolve_model:model": [BAD_INPUT % 0],
+    R + "model.resolve_model:stand-in": [BAD_INPUT % 45],
+    R + "model.resolve_model:stand-in#2": [BAD_INPUT % 46],
+    R + "cluster.check_groups:host-groups": [PLANNER + "test_a_host_in_both_groups_is_refused"],
+    R + "cluster.check_link_addresses:cluster-link-ip": [PLANNER + "test_duplicate_link_addresses_are_refused"],
+    R + "cluster.check_cluster_ports:cluster-port": [
         PLANNER + "test_api_port_inside_the_cluster_ranges_is_refused[12000-10002-19999 (Ray's worker ports)]"],
-    R + "planner._Planner.resolve_nodes:cluster": [BAD_INPUT % 49],
-    R + "planner._Planner.resolve_nodes:cluster#2": [DOCUMENTED % 19],
-    R + "planner._Planner.resolve_nodes:cluster#3": [DOCUMENTED % 18],
-    R + "planner._Planner.resolve_nodes:cluster#4": [BAD_INPUT % 48],
-    R + "planner._Planner.resolve_replicas:replicas": [PLANNER + "test_replicas_refuse_a_lone_host_and_shared_addresses"],
-    R + "planner._Planner.resolve_replicas:replicas-addresses": [
+    R + "cluster.resolve_nodes:cluster": [BAD_INPUT % 49],
+    R + "cluster.resolve_nodes:cluster#2": [DOCUMENTED % 19],
+    R + "cluster.resolve_nodes:cluster#3": [DOCUMENTED % 18],
+    R + "cluster.resolve_nodes:cluster#4": [BAD_INPUT % 48],
+    R + "cluster.resolve_replicas:replicas": [PLANNER + "test_replicas_refuse_a_lone_host_and_shared_addresses"],
+    R + "cluster.resolve_replicas:replicas-addresses": [
         PLANNER + "test_replicas_refuse_a_lone_host_and_shared_addresses"],
-    R + "planner._Planner.resolve_release:release": [BAD_INPUT % 40],
-    R + "planner._Planner.resolve_release:release#2": [BAD_INPUT % 39],
-    R + "planner._Planner.resolve_release:release#3": [BAD_INPUT % 42],
-    R + "planner._Planner.resolve_release:release#4": [BAD_INPUT % 41],
-    R + "planner._Planner.resolve_release:release#5": [BAD_INPUT % 43],
+    R + "release.resolve_release:release": [BAD_INPUT % 40],
+    R + "release.resolve_release:release#2": [BAD_INPUT % 39],
+    R + "release.resolve_release:release#3": [BAD_INPUT % 42],
+    R + "release.resolve_release:release#4": [BAD_INPUT % 41],
+    R + "release.resolve_release:release#5": [BAD_INPUT % 43],
     # Not test_documented_failures_are_refused[6]: without this refusal v0.26.0's own defect refuses the same
     # request with the same words, so that case passes; the catcher asserts the rule.
-    R + "planner._Planner.resolve_release:multi-node-release": [
+    R + "release.resolve_release:multi-node-release": [
         CATCHERS_FILE + "test_a_cluster_on_a_release_before_the_multi_node_minimum_is_refused_by_that_rule"],
-    R + "planner._Planner.check_release_floors:release-floor": [
+    R + "release.check_release_floors:release-floor": [
         PLANNER + "test_a_release_below_a_floor_is_refused_with_its_reason_and_source[v0.8.0]",
         PLANNER + "test_a_release_below_a_floor_is_refused_with_its_reason_and_source[mtp-on-v0.22.0]"],
-    R + "planner._Planner.resolve_runtime:runtime": [BAD_INPUT % 47],
-    R + "planner._Planner.resolve_runtime:runtime#2": [
+    R + "release.resolve_runtime:runtime": [BAD_INPUT % 47],
+    R + "release.resolve_runtime:runtime#2": [
         CATCHERS_FILE + "test_native_runtime_is_refused_for_a_release_without_a_pip_package"],
-    R + "planner._Planner.bind_replica:replicas-gateway": [PLANNER + "test_replicas_refuse_the_gateway_bypass"],
-    R + "planner._Planner.resolve_open_api:open-api-loopback": [PLANNER + "test_open_api_refusals[cluster-loopback]"],
-    R + "planner._Planner.resolve_open_api:open-api-gateway": [PLANNER + "test_open_api_refusals[loopback-gateway]"],
-    R + "planner._Planner.check_open_api:open-api": [
+    R + "binding.bind_replica:replicas-gateway": [PLANNER + "test_replicas_refuse_the_gateway_bypass"],
+    R + "binding.resolve_open_api:open-api-loopback": [PLANNER + "test_open_api_refusals[cluster-loopback]"],
+    R + "binding.resolve_open_api:open-api-gateway": [PLANNER + "test_open_api_refusals[loopback-gateway]"],
+    R + "binding.check_open_api:open-api": [
         PLANNER + "test_a_plan_without_a_key_is_refused_unless_it_says_how_it_may_serve[single]"],
-    R + "planner._Planner.drafter_refusal:drafter": [DOCUMENTED % 20],
-    R + "planner._Planner.drafter_refusal:profile-drafter": [DOCUMENTED % 5],
-    R + "planner._Planner.drafter_refusal:release-defect": [DOCUMENTED % 0],
-    R + "planner._Planner.resolve_drafter:refusal[1]": [
+    R + "drafter.drafter_refusal:drafter": [DOCUMENTED % 20],
+    R + "drafter.drafter_refusal:profile-drafter": [DOCUMENTED % 5],
+    R + "drafter.drafter_refusal:release-defect": [DOCUMENTED % 0],
+    R + "drafter.resolve_drafter:refusal[1]": [
         PLANNER + "test_a_stand_in_without_a_generated_drafter_refuses_it[tiny-31b-mtp]"],
-    R + "planner._Planner.apply_release_defects:release-defect": [
+    R + "release.apply_release_defects:release-defect": [
         CATCHERS_FILE + "test_a_refusing_release_defect_refuses_without_the_multi_node_release_rule"],
-    R + "plan_inputs.as_int:type#2": [BAD_INPUT % 9],
-    R + "plan_inputs.as_int:range": [BAD_INPUT % 10],
-    R + "plan_inputs.as_int:range#2": [BAD_INPUT % 21],
-    R + "plan_inputs.as_text:type": [PLANNER + "test_text_inputs_are_not_stringified[release-number]"],
-    R + "plan_inputs.as_float:type": [BAD_INPUT % 16],
-    R + "plan_inputs.as_bool:type": [PLANNER + "test_a_gateway_value_that_is_not_a_bool_is_refused[maybe]"],
-    R + "plan_inputs.as_choice:choice": [PLANNER + "test_a_topology_that_is_not_a_choice_is_refused"],
-    R + "plan_inputs.arg_list:type": [BAD_INPUT % 38],
-    R + "plan_inputs.arg_list:type#2": [BAD_INPUT % 37],
-    R + "plan_inputs.arg_list:type#3": [BAD_INPUT % 36],
-    R + "plan_guards.check_extra_args:flags": [
+    R + "inputs.as_int:type#2": [BAD_INPUT % 9],
+    R + "inputs.as_int:range": [BAD_INPUT % 10],
+    R + "inputs.as_int:range#2": [BAD_INPUT % 21],
+    R + "inputs.as_text:type": [PLANNER + "test_text_inputs_are_not_stringified[release-number]"],
+    R + "inputs.as_float:type": [BAD_INPUT % 16],
+    R + "inputs.as_bool:type": [PLANNER + "test_a_gateway_value_that_is_not_a_bool_is_refused[maybe]"],
+    R + "inputs.as_choice:choice": [PLANNER + "test_a_topology_that_is_not_a_choice_is_refused"],
+    R + "inputs.arg_list:type": [BAD_INPUT % 38],
+    R + "inputs.arg_list:type#2": [BAD_INPUT % 37],
+    R + "inputs.arg_list:type#3": [BAD_INPUT % 36],
+    R + "guards.check_extra_args:flags": [
         CATCHERS_FILE + "test_extra_args_are_refused_when_the_flag_list_cannot_be_read"],
-    R + "plan_guards.check_extra_args:attention-backend": [DOCUMENTED % 11],
-    R + "plan_guards.check_extra_args:extra-args-separator": [
+    R + "guards.check_extra_args:attention-backend": [DOCUMENTED % 11],
+    R + "guards.check_extra_args:extra-args-separator": [
         PLANNER + "test_a_key_hidden_in_one_item_or_after_a_separator_is_refused_without_echoing_it[after-separator]"],
-    R + "plan_guards.check_extra_args:extra-args-item": [
+    R + "guards.check_extra_args:extra-args-item": [
         PLANNER + "test_a_key_hidden_in_one_item_or_after_a_separator_is_refused_without_echoing_it[one-item]"],
-    R + "plan_guards.allowed_guarded:type": [PLANNER + "test_allow_guarded_names_only_what_the_catalog_guards[not-a-list]"],
-    R + "plan_guards.allowed_guarded:allow-guarded": [PLANNER + "test_allow_guarded_names_only_what_the_catalog_guards[unknown]"],
-    R + "plan_guards._guard:guarded": [
+    R + "guards.allowed_guarded:type": [PLANNER + "test_allow_guarded_names_only_what_the_catalog_guards[not-a-list]"],
+    R + "guards.allowed_guarded:allow-guarded": [PLANNER + "test_allow_guarded_names_only_what_the_catalog_guards[unknown]"],
+    R + "guards._guard:guarded": [
         PLANNER + "test_flags_that_load_code_or_widen_access_are_refused_unless_named[--trust-remote-code]",
         PLANNER + "test_every_environment_mapping_gets_the_same_guard[runtime-lora-cluster_extra_env]"],
-    R + "plan_guards.check_env:type": [PLANNER + "test_bad_user_env_is_refused[A=1-type]"],
-    R + "plan_guards.check_env:env-name": [PLANNER + "test_bad_user_env_is_refused[env2-env-name]"],
-    R + "plan_guards.check_env:type#2": [PLANNER + "test_bad_user_env_is_refused[env3-type]"],
-    R + "plan_guards.check_env:env-control": [
+    R + "guards.check_env:type": [PLANNER + "test_bad_user_env_is_refused[A=1-type]"],
+    R + "guards.check_env:env-name": [PLANNER + "test_bad_user_env_is_refused[env2-env-name]"],
+    R + "guards.check_env:type#2": [PLANNER + "test_bad_user_env_is_refused[env3-type]"],
+    R + "guards.check_env:env-control": [
         PLANNER + "test_every_environment_mapping_gets_the_same_guard[newline-cluster_extra_env]"],
-    R + "plan_guards._refuse_secret_name:env-secret": [PLANNER + "test_bad_user_env_is_refused[env0-env-secret]"],
-    R + "plan_guards._check_dev_mode:dev-mode": [
+    R + "guards._refuse_secret_name:env-secret": [PLANNER + "test_bad_user_env_is_refused[env0-env-secret]"],
+    R + "guards._check_dev_mode:dev-mode": [
         PLANNER + "test_dev_mode_from_the_catalog_is_refused_too",
         PLANNER + "test_every_environment_mapping_gets_the_same_guard[dev-mode-cluster_ray_health_check]"],
-    R + "plan_guards._refuse_flag:secret-flag": [BAD_INPUT % 31],
-    R + "plan_guards._refuse_flag:managed-flag": [BAD_INPUT % 30],
-    R + "plan_guards._refuse_flag:refused-flag": [PLANNER + "test_every_spelling_of_a_guarded_flag_is_refused[--config f.yaml]"],
-    R + "plan_guards._refuse_flag:dev-mode-flag": [PLANNER + "test_unguarded_routes_and_trace_logging_need_dev_mode[--grpc]"],
-    R + "plan_settings.max_model_len:max-model-len": [BAD_INPUT % 13],
-    R + "plan_settings.media:audio": [BAD_INPUT % 24],
-    R + "plan_settings.media:audio#2": [BAD_INPUT % 25],
-    R + "plan_settings.max_num_batched_tokens:mnbt-floor": [BAD_INPUT % 15],
-    R + "plan_settings.max_num_batched_tokens:mnbt-cap": [DOCUMENTED % 14],
-    R + "plan_settings.vision_fit:vision-fit": [PLANNER + "test_5090_31b_with_vision_at_the_encoder_floor_fits_9056_tokens"],
-    R + "plan_settings.gpu_memory_utilization:gpu-util": [BAD_INPUT % 17],
-    R + "plan_settings.gpu_memory_utilization:gpu-util-unified": [BAD_INPUT % 19],
-    R + "plan_settings.endpoint:served-name": [
+    R + "guards._refuse_flag:secret-flag": [BAD_INPUT % 31],
+    R + "guards._refuse_flag:managed-flag": [BAD_INPUT % 30],
+    R + "guards._refuse_flag:refused-flag": [PLANNER + "test_every_spelling_of_a_guarded_flag_is_refused[--config f.yaml]"],
+    R + "guards._refuse_flag:dev-mode-flag": [PLANNER + "test_unguarded_routes_and_trace_logging_need_dev_mode[--grpc]"],
+    R + "settings.max_model_len:max-model-len": [BAD_INPUT % 13],
+    R + "settings.media:audio": [BAD_INPUT % 24],
+    R + "settings.media:audio#2": [BAD_INPUT % 25],
+    R + "settings.max_num_batched_tokens:mnbt-floor": [BAD_INPUT % 15],
+    R + "settings.max_num_batched_tokens:mnbt-cap": [DOCUMENTED % 14],
+    R + "settings.vision_fit:vision-fit": [PLANNER + "test_5090_31b_with_vision_at_the_encoder_floor_fits_9056_tokens"],
+    R + "settings.gpu_memory_utilization:gpu-util": [BAD_INPUT % 17],
+    R + "settings.gpu_memory_utilization:gpu-util-unified": [BAD_INPUT % 19],
+    R + "settings.endpoint:served-name": [
         PLANNER + "test_a_served_name_that_is_not_one_plain_name_is_refused[list]"],
-    R + "plan_settings.endpoint:served-name#2": [BAD_INPUT % 27],
-    R + "plan_settings.endpoint:served-name#3": [
+    R + "settings.endpoint:served-name#2": [BAD_INPUT % 27],
+    R + "settings.endpoint:served-name#3": [
         PLANNER + "test_a_served_name_that_is_not_one_plain_name_is_refused[flag]"],
-    R + "plan_settings.max_num_seqs:max-num-seqs": [PLANNER + "test_more_sequences_than_the_step_has_tokens_is_refused"],
-    R + "plan_inputs.as_link_address:link-address": [PLANNER + "test_a_link_address_that_is_not_an_ip_is_refused[spark-01]"],
-    R + "plan_inputs.as_link_address:link-address#2": [PLANNER + "test_an_ipv6_link_address_is_refused_with_the_reason"],
-    R + "plan_inputs.as_link_devices:link-device": [
+    R + "settings.max_num_seqs:max-num-seqs": [PLANNER + "test_more_sequences_than_the_step_has_tokens_is_refused"],
+    R + "inputs.as_link_address:link-address": [PLANNER + "test_a_link_address_that_is_not_an_ip_is_refused[spark-01]"],
+    R + "inputs.as_link_address:link-address#2": [PLANNER + "test_an_ipv6_link_address_is_refused_with_the_reason"],
+    R + "inputs.as_link_devices:link-device": [
         PLANNER + "test_link_device_names_are_checked_for_shape[interface-metacharacters]"],
-    R + "plan_inputs.as_link_devices:link-device#2": [
+    R + "inputs.as_link_devices:link-device#2": [
         PLANNER + "test_link_device_names_are_checked_for_shape[hca-empty]"],
-    R + "plan_settings._client_endpoint:gateway-port": [PLANNER + "test_the_plan_says_where_clients_reach_the_api"],
-    R + "plan_settings.api_key:api-key": [BAD_INPUT % 28],
-    R + "plan_settings.api_key:api-key-characters": [
+    R + "settings._client_endpoint:gateway-port": [PLANNER + "test_the_plan_says_where_clients_reach_the_api"],
+    R + "settings.api_key:api-key": [BAD_INPUT % 28],
+    R + "settings.api_key:api-key-characters": [
         PLANNER + "test_api_key_characters_an_env_file_would_rewrite_are_refused[sk-nul\\x00-1234-NUL]"],
 }
 # Refusal paths whose removal the user cannot see: another path refuses the same input with the same message (rule,
@@ -138,10 +138,10 @@ REFUSAL_CATCHERS = {
 # ever say something else, this check fails and the path needs a catcher.
 EQUIVALENT = {
     # A bool is refused before parsing; without it int("True") fails and the parse's refusal says the same.
-    R + "plan_inputs.as_int:type": BAD_INPUT % 11,
+    R + "inputs.as_int:type": BAD_INPUT % 11,
     # No profile and no GPU name: catalog.resolve_profile(None) raises "no hardware profile given; set vllm_profile
     # to one of: ..." and resolve_profile's next refusal carries it, rule and variable unchanged.
-    R + "planner._Planner.resolve_profile:profile#2": BAD_INPUT % 3,
+    R + "model.resolve_profile:profile#2": BAD_INPUT % 3,
 }
 # The other detections (mutations.MUTATIONS) -> their catchers. A node id without [params] means every case of it.
 OTHER_CATCHERS = {

@@ -5,7 +5,7 @@ One case per refusal family runs here: each planner family (unknown names, catal
 documented failures, numeric ranges, what fits, value types, extra-args collisions, dev mode, env names, key and
 served name, cluster shape, gateway) keeps one case, a site.yml one on inventories/local wherever the family has a
 stand-in case; the family's other cases are planned in the unit tier with the same input and the same expected
-fragments (tests/unit/plugins/module_utils/test_planner.py, BAD_INPUT_MOVED: the plan role's request, built without
+fragments (tests/unit/plugins/module_utils/plan/test_planner.py, BAD_INPUT_MOVED: the plan role's request, built without
 ansible-playbook). Every refusal no unit test can reach stays here: Ansible's argument_spec type checks and the
 roles' host checks (preflight, vllm_native). test_every_bad_input_case_is_proven_once counts both places.
 
@@ -104,7 +104,7 @@ def site(case_id, inventory, extra, *expect, family, env=None):
 # Refusal families only a host, Ansible or the playbooks' wiring can make: every case stays here.
 HOST_FAMILIES = ("argument-spec", "host-preflight")
 # The unit tier's table of the planner refusals this suite runs no more (one case per family stays below).
-UNIT_TABLE = REPO / "tests/unit/plugins/module_utils/test_planner.py"
+UNIT_TABLE = REPO / "tests/unit/plugins/module_utils/plan/test_planner.py"
 # This suite's case count before the planner-only refusals moved to UNIT_TABLE: the two places together keep it.
 CASES_BEFORE_THE_MOVE = 96
 

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import planner
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan import planner
 from conftest import REPO, keyless, run, tool
 
 LINK = {2: ["192.0.2.101", "192.0.2.102"], 4: ["192.0.2.101", "192.0.2.102", "192.0.2.103", "192.0.2.104"]}

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from ansible_collections.sparkfleet.vllm.plugins.filter import dev_mode
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import planner
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan import planner
 from conftest import REPO, run, tool
 
 CASES = [None, {}, {"VLLM_SERVER_DEV_MODE": "1"}, {"VLLM_SERVER_DEV_MODE": " On "}, {"VLLM_SERVER_DEV_MODE": "0"},

@@ -10,8 +10,9 @@ import json
 import pytest
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog_conditions, planner, png, smoke
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog_conditions, png, smoke
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import openai_client as oc
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan import planner
 from conftest import keyless
 
 CATALOG = cat.load_catalog()

@@ -6,7 +6,9 @@ a wrong rule fails here.
 import pytest
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import plan_summary, planner, topology
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import topology
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan import planner
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan import summary as plan_summary
 from conftest import keyless
 
 

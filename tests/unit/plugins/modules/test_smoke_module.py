@@ -71,7 +71,7 @@ def test_a_stand_ins_plan_constrains_thinking_and_tools_through_the_module(sourc
     results name the constraint. The fake server answers as vLLM's gemma4 parsers answered the real constraint."""
     from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
     from ansible_collections.sparkfleet.vllm.plugins.module_utils import openai_client as oc
-    from ansible_collections.sparkfleet.vllm.plugins.module_utils import planner
+    from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan import planner
 
     sent = []
 

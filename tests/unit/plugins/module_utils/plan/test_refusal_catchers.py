@@ -5,7 +5,8 @@ import copy
 import pytest
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import planner, vllm_flags
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import vllm_flags
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan import planner
 from conftest import keyless
 
 

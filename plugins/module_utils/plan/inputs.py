@@ -5,7 +5,7 @@
 """The planner's inputs: the request keys, the inventory variable each comes from, and their coercion.
 
 Every coercion refuses a bad value with ``PlanError``, whose message names the variable, the value and the fix
-(planner.py turns the checked values into a plan; plan_summary.py prints one).
+(the planner's steps turn the checked values into a plan; summary.py prints one).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -60,6 +60,14 @@ class PlanError(Exception):
 
 def refuse(rule, message, variable=None, value=None):
     raise PlanError("%s [rule: %s]" % (message, rule), rule=rule, variable=variable, value=value)
+
+
+def check_request_keys(request):
+    """A request names only keys the planner reads (a misspelt one would otherwise be ignored)."""
+    unknown = sorted(set(request) - set(REQUEST_KEYS))
+    if unknown:
+        raise PlanError("unknown plan request keys: %s (valid: %s)" % (", ".join(unknown), ", ".join(REQUEST_KEYS)),
+                        rule="request")
 
 
 # --- input coercion ------------------------------------------------------------

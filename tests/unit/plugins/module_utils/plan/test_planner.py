@@ -15,7 +15,8 @@ import yaml
 
 from ansible_collections.sparkfleet.vllm.plugins.action import plan as plan_action
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
-from ansible_collections.sparkfleet.vllm.plugins.module_utils import plan_summary, planner
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan import planner
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan import summary as plan_summary
 from conftest import REPO, keyless
 
 CHECKPOINTS = {

@@ -13,7 +13,7 @@ try:
 except ImportError:  # pragma: no cover - Python 2 only
     from pipes import quote as _shell_quote
 
-from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan_inputs import fmt as _fmt
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan.inputs import fmt as _fmt
 
 
 def shell_command(plan_dict):
