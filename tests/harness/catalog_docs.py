@@ -40,6 +40,36 @@ def _conditions_text(entry):
     return "; ".join(parts) or "always"
 
 
+def _weights_text(model):
+    """The measured weights, with the size without the vision tower where the notes give it."""
+    if model.get("weights_gib") is None:
+        return None
+    lmo = model.get("language_model_only_weights_gib")
+    return "%s%s" % (model["weights_gib"], " (%s without vision)" % lmo if lmo is not None else "")
+
+
+def _memory_budget_section(catalog):
+    """The figures of the plan-time memory budget on unified-memory profiles (docs/planner.md explains the budget)."""
+    rules = catalog["rules"].get("memory_budget") or {}
+    out = ["", "### Memory budget (unified memory)", "",
+           "The planner's budget of a unified-memory node, in GiB (docs/planner.md). The multimodal processor cache is",
+           "%s GiB per copy, one copy per API server and one for the engine core (%s)." % (
+               rules.get("mm_processor_cache_gib"), " ".join(str(rules.get("mm_processor_cache_source") or "-").split())),
+           ""]
+    rows = []
+    for name, profile in catalog["profiles"].items():
+        budget = profile.get("memory_budget")
+        if budget:
+            rows.append(["`%s`" % name, profile.get("memory_gb"), budget["host_reserve_gib"],
+                         " ".join(str(budget["host_reserve_why"]).split()), budget["engine_overhead_gib"],
+                         " ".join(str(budget["engine_overhead_why"]).split())])
+    out += _table(["Profile", "Memory (GiB)", "Host reserve", "Why", "Engine outside the pool", "Why"], rows)
+    out += ["", "Flags of `vllm_extra_args` the budget counts as host memory outside the pool (GiB):", ""]
+    out += _table(["Flag", "What it holds"], [["`%s`" % flag, " ".join(str(what).split())]
+                                              for flag, what in (rules.get("host_memory_flags") or {}).items()])
+    return out
+
+
 def render_markdown(catalog):
     """docs/catalog.md's text for ``catalog`` (a loaded catalog)."""
     from ansible_collections.sparkfleet.vllm.plugins.module_utils.catalog import table_executor
@@ -65,8 +95,10 @@ def render_markdown(catalog):
     for name, model in catalog["models"].items():
         rows.append(["`%s`%s" % (name, " (stand-in)" if model.get("stand_in") else ""), "`%s`" % model["checkpoint"],
                      "`%s`" % model["served_name"], model.get("architecture"), model["max_context"], model.get("vision"),
-                     model.get("audio"), ", ".join("%s %s" % kv for kv in sorted((model.get("kv_heads") or {}).items())) or None])
-    out += _table(["Model", "Checkpoint", "Served name", "Type", "Max context", "Vision", "Audio", "KV heads"], rows)
+                     model.get("audio"), ", ".join("%s %s" % kv for kv in sorted((model.get("kv_heads") or {}).items())) or None,
+                     _weights_text(model)])
+    out += _table(["Model", "Checkpoint", "Served name", "Type", "Max context", "Vision", "Audio", "KV heads", "Weights (GiB)"],
+                  rows)
     out += ["", "### Known smoke-test misses", "",
             "Misses the notes record as the model's own. `sparkfleet.vllm.smoke` reports them as `expected_miss`",
             "and does not fail on them; any other miss fails the check.", ""]
@@ -94,6 +126,7 @@ def render_markdown(catalog):
     out += _table(["Profile", "Hardware", "Memory (GB)", "Unified", "Bandwidth (TB/s)", "Bandwidth source", "GPU mem util",
                    "Max batched tokens",
                    "Default drafter", "Default release", "Nodes"], rows)
+    out += _memory_budget_section(catalog)
     out += ["", "## Weight formats", "", "Bytes read per parameter per decoded token: the memory-bandwidth ceiling's divisor.", ""]
     out += _table(["Format", "Name", "Bits per parameter", "Source"],
                   [["`%s`" % name, entry.get("display"), entry.get("bits_per_parameter"), " ".join(str(entry.get("source") or "-").split())]

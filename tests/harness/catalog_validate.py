@@ -164,6 +164,24 @@ def _executor_problems(row, where):
     return []
 
 
+def _memory_budget_problems(name, profile):
+    """A unified-memory profile carries the figures of its plan-time memory budget (plugins/module_utils/plan/memory.py),
+    each a figure with its why; a discrete card has none."""
+    budget = profile.get("memory_budget")
+    if not profile.get("unified_memory"):
+        return ["profiles.%s has a memory_budget but no unified memory" % name] if budget is not None else []
+    if not isinstance(budget, dict):
+        return ["profiles.%s has unified memory but no memory_budget (host_reserve_gib, engine_overhead_gib)" % name]
+    problems = [] if _is_figure(profile.get("memory_gb")) and profile.get("memory_gb") else [
+        "profiles.%s has unified memory but no memory_gb" % name]
+    for field in ("host_reserve_gib", "engine_overhead_gib"):
+        if not isinstance(budget.get(field), (int, float)) or isinstance(budget.get(field), bool) or budget[field] < 0:
+            problems.append("profiles.%s.memory_budget.%s must be a figure in GiB" % (name, field))
+        elif not str(budget.get(field.replace("_gib", "_why")) or "").strip():
+            problems.append("profiles.%s.memory_budget.%s gives no why" % (name, field.replace("_gib", "_why")))
+    return problems
+
+
 def validate_catalog(catalog):
     """Structural problems in a catalog, as a list of strings (empty when sound)."""
     problems = []
@@ -227,6 +245,7 @@ def validate_catalog(catalog):
         for field in ("gpu_memory_utilization", "max_num_batched_tokens", "default_drafter", "default_release", "node_counts"):
             if field not in profile:
                 problems.append("profiles.%s lacks %s" % (name, field))
+        problems.extend(_memory_budget_problems(name, profile))
         if profile.get("default_release") not in releases:
             problems.append("profiles.%s.default_release %r is not a release" % (name, profile.get("default_release")))
         if profile.get("default_drafter") not in list(drafters) + [DRAFTER_NONE]:

@@ -140,3 +140,20 @@ def test_validation_of_the_compile_cache_settings(catalog):
     problems = catalog_validate.validate_catalog(broken)
     assert "rules.compile_cache_settings[0].flag --max-len is not a flag the planner manages (rules.managed_flags)" in problems
     assert "rules.compile_cache_settings[1] lacks flag, effect, notes" in problems
+
+
+@pytest.mark.parametrize("change,problem", [
+    (lambda c: c["profiles"]["dgx_spark"].pop("memory_budget"), "profiles.dgx_spark has unified memory but no memory_budget"),
+    (lambda c: c["profiles"]["dgx_spark"]["memory_budget"].update(host_reserve_gib="12"),
+     "profiles.dgx_spark.memory_budget.host_reserve_gib must be a figure in GiB"),
+    (lambda c: c["profiles"]["dgx_spark"]["memory_budget"].pop("engine_overhead_why"),
+     "profiles.dgx_spark.memory_budget.engine_overhead_why gives no why"),
+    (lambda c: c["profiles"]["rtx_pro_6000"].update(memory_budget={"host_reserve_gib": 4}),
+     "profiles.rtx_pro_6000 has a memory_budget but no unified memory"),
+], ids=["missing", "not-a-figure", "no-why", "discrete"])
+def test_validation_of_the_memory_budget_figures(catalog, change, problem):
+    """The planner's memory budget reads a unified-memory profile's reserve and engine estimate, each with its why."""
+    broken = copy.deepcopy(catalog)
+    change(broken)
+    problems = catalog_validate.validate_catalog(broken)
+    assert any(problem in p for p in problems), problems

@@ -204,6 +204,29 @@ def test_kv_heads_where_the_notes_give_them(catalog):
     assert catalog["models"]["26b-a4b"]["served_name"] == "gemma-4-26b-a4b"
 
 
+def test_weights_where_the_notes_measure_them(catalog):
+    """The notes' RTX 5090 section: 16.13 GiB for the 26B-A4B; 23.55 GiB for the 31B, 22.47 without the vision tower;
+    the 31B's drafters 0.88 GiB (MTP) and 2.86 GiB (DFlash). The other models have no measured size."""
+    models = catalog["models"]
+    assert models["26b-a4b"]["weights_gib"] == 16.13 and models["31b"]["weights_gib"] == 23.55
+    assert models["31b"]["language_model_only_weights_gib"] == 22.47
+    assert [m for m in ("12b", "e4b", "e2b") if "weights_gib" in models[m]] == []
+    assert catalog["drafters"]["mtp"]["size_gib"] == {"31b": 0.88} and catalog["drafters"]["dflash"]["size_gib"] == {"31b": 2.86}
+
+
+def test_memory_budget_figures(catalog):
+    """The DGX Spark's budget closes at the notes' cap for the configuration they measured: 120 x (1 - 0.78) = 26.4 GiB
+    outside vLLM's pool holds the host reserve, the engine's estimate and the default multimodal cache (two copies)."""
+    spark, rules = catalog["profiles"]["dgx_spark"], catalog["rules"]
+    budget = spark["memory_budget"]
+    assert (budget["host_reserve_gib"], budget["engine_overhead_gib"], rules["memory_budget"]["mm_processor_cache_gib"]) == (12, 6, 4)
+    outside = spark["memory_gb"] * (1 - rules["unified_memory_max_utilization"])
+    assert budget["host_reserve_gib"] + budget["engine_overhead_gib"] + 2 * 4 <= outside < 27
+    assert budget["host_reserve_why"].strip() and "planning estimate" in budget["engine_overhead_why"]
+    assert set(rules["memory_budget"]["host_memory_flags"]) == {"--cpu-offload-gb", "--kv-offloading-size"}
+    assert [p for p, v in catalog["profiles"].items() if v.get("memory_budget")] == ["dgx_spark"]
+
+
 def test_drafter_ids_exactly_as_published(catalog):
     assert catalog["drafters"]["dflash"]["checkpoints"] == {
         "31b": "z-lab/gemma-4-31B-it-DFlash",

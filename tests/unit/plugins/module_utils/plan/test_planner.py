@@ -123,13 +123,14 @@ def test_drafter_model_carries_the_catalogs_measured_size(catalog):
 
 
 def test_plan_sizes_the_disk_from_the_catalog(catalog):
-    """preflight's disk check reads the plan's disk: model and drafter weights, and the runtime's own footprint
-    (the CPU stand-in's venv is its release's measured 3.7 GiB, not a CUDA image's 30)."""
+    """preflight's disk check reads the plan's disk: model and drafter weights (the 31B's 23.55 GiB and its DFlash
+    drafter's 2.86), and the runtime's own footprint (the CPU stand-in's venv is its release's measured 3.7 GiB, not a
+    CUDA image's 30)."""
     compose = make(catalog, profile="rtx_pro_6000", model="26b-a4b", runtime="compose")["disk"]
     assert compose == {"weights_gib": 16.13, "runtime_gib": catalog["defaults"]["runtime_disk_gib"]["compose"],
                        "runtime": "compose"}
     native = make(catalog, profile="rtx_pro_6000", model="31b", drafter="dflash", runtime="native")["disk"]
-    assert native["weights_gib"] == 2.86 and native["runtime_gib"] == catalog["defaults"]["runtime_disk_gib"]["native"]
+    assert native["weights_gib"] == 26.41 and native["runtime_gib"] == catalog["defaults"]["runtime_disk_gib"]["native"]
     stand_in = make(catalog, profile="cpu", model="tiny")["disk"]
     assert stand_in == {"weights_gib": 0, "runtime_gib": 4, "runtime": "native"}
 
