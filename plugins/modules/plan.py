@@ -440,6 +440,28 @@ plan:
       type: dict
       sample: {short: mtp, checkpoint: google/gemma-4-31B-it-assistant, source: huggingface, gated: false,
                revision: main, size_gib: 0.88}
+    memory_budget:
+      description:
+        - On a unified-memory profile (V(dgx_spark)), what the node's memory holds, in GiB, per node; null elsewhere.
+          The profile's memory less the host reserve is the server's ceiling; vLLM's pool
+          (C(--gpu-memory-utilization) times the memory) holds the weights, the drafter's and the KV cache; the
+          engine holds more outside the pool (a planning estimate, the multimodal processor cache, host-memory flags).
+        - C(lines) lists it in the order it adds up, each as C(item), C(gib), C(note) and C(level) (1 for the parts
+          of the pool); the totals are C(total_gib), C(host_reserve_gib), C(ceiling_gib), C(pool_gib), C(weights_gib),
+          C(kv_cache_and_activations_gib), C(outside_pool_gib), C(headroom_gib), and C(max_gpu_memory_utilization)
+          is the largest fraction that fits. A plan that does not fit is refused instead.
+      type: dict
+      sample: {unit: GiB, total_gib: 120.0, host_reserve_gib: 12.0, ceiling_gib: 108.0, pool_gib: 93.6, weights_gib: 16.13,
+               kv_cache_and_activations_gib: 77.47, outside_pool_gib: 14.0, headroom_gib: 0.4,
+               max_gpu_memory_utilization: 0.78, lines: [{item: memory, gib: 120.0, note: CPU and GPU share it, level: 0}]}
+    memory_guard:
+      description:
+        - On a unified-memory profile, what an OS-level guard on the server needs, derived from C(memory_budget);
+          C(memory_max_bytes) (the server's ceiling), C(memory_high_bytes) (its planned footprint, the pool and what
+          the engine holds outside it) and C(memory_swap_max_bytes) (0); null elsewhere. The runtime roles do not
+          read it yet.
+      type: dict
+      sample: {memory_max_bytes: 115964116992, memory_high_bytes: 115534620263, memory_swap_max_bytes: 0}
 summary:
   description: Readable summary, one line per item.
   returned: success

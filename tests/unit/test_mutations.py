@@ -24,6 +24,7 @@ PLANNER = UNIT + "/module_utils/plan/test_planner.py::"
 BAD_INPUT = PLANNER + "test_bad_input_is_refused_with_its_message[%d]"
 DOCUMENTED = PLANNER + "test_documented_failures_are_refused[%d]"
 CATCHERS_FILE = UNIT + "/module_utils/plan/test_refusal_catchers.py::"
+MEMORY = UNIT + "/module_utils/plan/test_memory.py::"
 GATE_TESTS = UNIT + "/module_utils/test_bench_metrics.py::"
 R = mutations.REFUSAL_PREFIX
 
@@ -115,13 +116,21 @@ REFUSAL_CATCHERS = {
     R + "settings.max_num_batched_tokens:mnbt-cap": [DOCUMENTED % 14],
     R + "settings.vision_fit:vision-fit": [PLANNER + "test_5090_31b_with_vision_at_the_encoder_floor_fits_9056_tokens"],
     R + "settings.gpu_memory_utilization:gpu-util": [BAD_INPUT % 17],
-    R + "settings.gpu_memory_utilization:gpu-util-unified": [BAD_INPUT % 19],
+    # Not BAD_INPUT % 19 (0.79 with vision): without the cap the memory budget refuses it too, naming 0.78.
+    R + "settings.gpu_memory_utilization:gpu-util-unified": [
+        MEMORY + "test_the_measured_cap_holds_where_the_budget_would_allow_more"],
     R + "settings.endpoint:served-name": [
         PLANNER + "test_a_served_name_that_is_not_one_plain_name_is_refused[list]"],
     R + "settings.endpoint:served-name#2": [BAD_INPUT % 27],
     R + "settings.endpoint:served-name#3": [
         PLANNER + "test_a_served_name_that_is_not_one_plain_name_is_refused[flag]"],
     R + "settings.max_num_seqs:max-num-seqs": [PLANNER + "test_more_sequences_than_the_step_has_tokens_is_refused"],
+    R + "memory.refuse_overshoot:memory-budget": [
+        MEMORY + "test_memory_outside_the_pool_that_overshoots_the_host_is_refused_with_the_utilization_that_fits",
+        MEMORY + "test_host_memory_no_utilization_can_make_room_for_names_the_flag"],
+    R + "memory.memory_budget:memory-weights": [
+        MEMORY + "test_a_pool_too_small_for_the_weights_is_refused_naming_what_to_change"],
+    R + "memory._flag_number:memory-flag": [MEMORY + "test_a_memory_flag_the_budget_cannot_read_is_refused[cache-text]"],
     R + "inputs.as_link_address:link-address": [PLANNER + "test_a_link_address_that_is_not_an_ip_is_refused[spark-01]"],
     R + "inputs.as_link_address:link-address#2": [PLANNER + "test_an_ipv6_link_address_is_refused_with_the_reason"],
     R + "inputs.as_link_devices:link-device": [

@@ -45,10 +45,11 @@ its own. They live beside this file: model.py (profile, model), cluster.py
 (nodes, replicas, link addresses, pinned ports, the link environment),
 release.py (release, runtime, floors, defects), binding.py (bind address,
 gateway, open API, firewall), drafter.py, settings.py (one step per serving
-setting), guards.py (extra args, user environments), argv.py (the vllm serve
-and ray start argv), stand_in.py (a stand-in against its real model) and
-expected.py (start failures, baseline, topology advice); inputs.py holds the
-request keys and their coercion, summary.py prints a plan.
+setting), guards.py (extra args, user environments), memory.py (the memory
+budget of a unified-memory node), argv.py (the vllm serve and ray start argv),
+stand_in.py (a stand-in against its real model) and expected.py (start
+failures, baseline, topology advice); inputs.py holds the request keys and
+their coercion, summary.py prints a plan.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -66,6 +67,7 @@ from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan import (
     expected,
     guards,
     inputs,
+    memory,
     model,
     release,
     settings,
@@ -103,6 +105,7 @@ STEPS = (
     guards.check_extra_args,
     guards.check_role_envs,
     release.apply_release_defects,
+    memory.memory_budget,
     expected.expect_start_failures,
     model.profile_env,
     argv.resolve_serve_argv,
@@ -144,6 +147,8 @@ def contract(state):
         "drafter": state.drafter,
         "drafter_model": drafter_model,
         "disk": cat.disk_need(state.catalog, state.release, state.runtime, state.model, drafter_model),
+        "memory_budget": state.memory_budget,
+        "memory_guard": state.memory_guard,
         "objective": state.objective,
         "speculative_config": state.spec_config,
         "profile": state.profile_name,

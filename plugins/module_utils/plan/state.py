@@ -35,6 +35,8 @@ FIELDS = (
                           "mnbt", "gpu_util", "max_num_seqs", "port", "served_name", "client_endpoint", "extra_args")),
     # What vllm_allow_guarded lets through, and the routes that opens.
     ("guards.resolve_allowed", ("allowed_guarded", "allowed_routes")),
+    # What the node holds in a unified memory, and the ceiling an OS-level guard on the server needs.
+    ("memory.memory_budget", ("memory_budget", "memory_guard")),
     ("expected.expect_start_failures", ("start_failures",)),
     # What the node runs.
     ("argv.resolve_serve_argv", ("argv", "spec_config")),

@@ -44,6 +44,19 @@ def firewall_line(plan_dict):
     return "firewall: " + (why or ("on" if plan_dict["firewall"] else "off (vllm_firewall=false)"))
 
 
+def memory_budget_lines(plan_dict):
+    """The memory budget of a unified-memory node, one line per item (none on other profiles): what the node's memory
+    holds, in the order it adds up, the parts of vLLM's pool indented under it."""
+    budget = plan_dict.get("memory_budget")
+    if not budget:
+        return []
+    lines = ["memory budget (%s, unified memory, %s per node):" % (plan_dict["profile"], budget["unit"])]
+    for line in budget["lines"]:
+        indent = "  " * line["level"]
+        lines.append("  %s%-*s %7.2f  %s" % (indent, 28 - len(indent), line["item"], line["gib"], line["note"]))
+    return lines
+
+
 def summarize(plan_dict, host=None):
     """A readable per-node summary, one string per line."""
     lines = []
@@ -79,6 +92,7 @@ def summarize(plan_dict, host=None):
     ceiling = plan_dict.get("ceiling")
     if ceiling:
         lines.append("memory-bandwidth ceiling: %s tok/s single-stream (%s)" % (_fmt(ceiling["decode_tok_s"]), ceiling["basis"]))
+    lines.extend(memory_budget_lines(plan_dict))
     measured = [m for m in ((plan_dict.get("advice") or {}).get("measured") or []) if m["single_stream_tok_s"] is not None]
     if measured:
         lines.append("measured layouts (%s%s, vLLM %s; single-stream / 8 streams tok/s): %s" % (
