@@ -96,7 +96,7 @@ def _flag_number(flag, integer=False):
     """A memory flag's value as a number; a value the budget cannot read is refused (vLLM would refuse it too)."""
     try:
         number = int(flag.value) if integer else float(flag.value)
-        if not number >= (1 if integer else 0):  # NaN fails it too
+        if math.isnan(number) or number < (1 if integer else 0):
             raise ValueError(flag.value)
     except (TypeError, ValueError):
         _refuse("memory-flag", "vllm_extra_args sets %s to %r, which is not %s: the memory budget of this unified-memory "
