@@ -122,7 +122,7 @@ def test_relative_links_reach_a_file_and_a_heading(page):
     for target in re.findall(r"\]\(([^)\s]+)\)", prose(page)):
         if target.startswith(("http://", "https://", "mailto:")):
             continue
-        path, _, anchor = target.partition("#")
+        path, _hash, anchor = target.partition("#")
         file = (page.parent / path).resolve() if path else page
         if not file.exists():
             broken.append("%s: no such file" % target)
