@@ -486,10 +486,10 @@ def test_restarts_are_bounded(ray_cluster):
     assert kills == burst and int(final["NRestarts"]) == burst, (kills, final)
     assert status.returncode != 0 and re.search(r"sim-4 \(vllm-cluster-ray.service failed\)", status.stdout), \
         status.stdout[-3000:]
-    # A re-run resets the limit and heals the node.
+    # The group is left one node short: the next test that needs it deploys it again (a re-run of cluster.yml healing
+    # a Ray unit is proven by the link cut's heal, and the run's own "Clear the restart counters" task resets the limit).
+    forget()
     assert node_sh(node, "systemctl reset-failed %s" % unit).returncode == 0
-    playbook("cluster.yml", "-e", "vllm_executor=ray", "-e", "vllm_cluster_serve=false")
-    assert ray_check(90).returncode == 0
 
 
 OUTSIDER, OUTSIDER_ADDR = "sim-outsider", "172.29.47.50"
@@ -997,8 +997,9 @@ def test_mp_exposure_while_serving(mp_pair):
     """The exposure probe with the engine on: the serving mp pair's every TCP listener (vLLM's API, its rendezvous,
     the ports its ranks open for each other, some unpinnable), probed from a non-member container. The pair's deploy
     loaded the firewall by default (firewall_api_allow's default, all): nothing answers the outsider. The control:
-    with the table deleted by hand everything answers; a re-run of cluster.yml loads it again without restarting the
-    serving pair, and the controller (a listed extra peer) is still served."""
+    with the table deleted by hand everything answers; with the table put back the outsider is shut out again and the
+    controller (a listed extra peer) is still served. (That a re-run of cluster.yml loads a deleted table without
+    restarting a unit is proven once, by the Ray group's exposure test.)"""
     canary = mp_pair["canary"]
     assert completion_status(canary.key) == 200, "the pair serves before the probe"
     api = int(yaml.safe_load((STATE / "catalog-sim.yml").read_text())["defaults"]["port"])
@@ -1030,15 +1031,13 @@ def test_mp_exposure_while_serving(mp_pair):
             node_sh(node, "nft delete table inet sparkfleet")
         unguarded = reachable_from_outsider(targets)
         assert unguarded[(ADDR["sim-1"], api)], "control: without the table the outsider reaches the API"
-        pids = {n: unit_show(n, "vllm-cluster.service", "MainPID")["MainPID"] for n in PAIR}
-        playbook("cluster.yml", "-e", "cluster_group=sim_pair", "-e", "vllm_executor=mp", *canary.args, timeout=900)
+        reload_firewall(PAIR)
         after = reachable_from_outsider(targets)
         open_after = sorted("%s:%d" % k for k, ok in after.items() if ok)
         fault_row("exposure while serving (mp pair)", probed=len(targets), open_without_table=sum(unguarded.values()),
-                  open_with_default_firewall=sum(guarded.values()), open_after_rerun=open_after, ports=open_ports,
+                  open_with_default_firewall=sum(guarded.values()), open_after_reload=open_after, ports=open_ports,
                   unpinned=unpinned)
-        assert open_after == [], "reachable from a non-member after the re-run: %s" % open_after
-        assert {n: unit_show(n, "vllm-cluster.service", "MainPID")["MainPID"] for n in PAIR} == pids, "restarted"
+        assert open_after == [], "reachable from a non-member after the table came back: %s" % open_after
         assert completion_status(canary.key) == 200, "the pair serves behind the firewall"
     finally:
         run(["docker", "rm", "-f", OUTSIDER], check=False)
@@ -1054,7 +1053,8 @@ def test_mp_link_cut_while_serving(mp_pair):
     because the cut also cuts the management network; on Sparks, where that network is separate, its unit and /health
     checks would all have passed. Now it also names the head: its engine returns no token within
     cluster_status_completion_timeout (30 s). Once the link is back the ranks' TCP connections resume (same address) and the stalled request completes: no
-    re-run is needed, and a re-run during the cut fails on sim-2 without touching the head."""
+    re-run is needed (the same processes serve on), and a re-run during the cut fails on sim-2 without touching the
+    head."""
     canary = mp_pair["canary"]
     args = ["-e", "cluster_group=sim_pair", "-e", "vllm_executor=mp", *canary.args]
     # The mp_pair fixture hands the pair over as the inventory says, so the run after the cut compares with this input
@@ -1094,9 +1094,8 @@ def test_mp_link_cut_while_serving(mp_pair):
     seconds_to_recover = round(time.time() - back, 1) if serving is not None else None
     asker.join(timeout=60)
     stall = node_sh("sim-1", "journalctl -u vllm-cluster.service --no-pager -o cat --since @%s" % since, timeout=120).stdout
-    # A further run changes nothing (the group healed on its own); without a completion, it is the evidence of what
-    # a re-run makes of an engine stalled behind active units.
-    again = playbook("cluster.yml", *args, "-e", "cluster_wait_timeout=120", check=False, timeout=600)
+    # The group healed on its own: the same processes serve (below), and a re-run has nothing to restart (a re-run
+    # of a healthy serving pair changing nothing is proven by the faults test's last run).
     unchanged = data_digest() == data
     fault_row("worker's link cut while serving (mp)",
               detected_by="cluster_status.yml: the head's engine returns no token within 30 s while its /health "
@@ -1117,10 +1116,8 @@ def test_mp_link_cut_while_serving(mp_pair):
     assert rerun.returncode != 0 and re.search(r"sim-2\s+:.*unreachable=1", rerun.stdout), rerun.stdout[-3000:]
     assert head_after_rerun == {"MainPID": pids["sim-1"], "ActiveState": "active"}, "a re-run during the cut " \
         "touched the head: %s" % head_after_rerun
-    assert serving is not None, "no completion within 240 s of the link coming back (in flight: %s); a re-run " \
-        "then:\n%s" % (during, again.stdout[-3000:])
-    assert again.returncode == 0, again.stdout[-3000:]
-    assert {h: r["changed"] for h, r in recap(again.stdout).items()} == {"sim-1": 0, "sim-2": 0}, again.stdout[-3000:]
+    assert serving is not None, "no completion within 240 s of the link coming back (in flight: %s); the head's " \
+        "journal since the cut:\n%s" % (during, stall[-3000:])
     assert {n: unit_show(n, "vllm-cluster.service", "MainPID")["MainPID"] for n in PAIR} == pids, "the group restarted"
     assert unchanged, "weights, caches and env files survive"
 
@@ -1289,8 +1286,9 @@ def test_replicas_behind_the_gateway(cluster):
 
     # The firewall, on by default for replicas, probed from a non-member on the link: only the front's gateway port
     # answers; each replica's own port answers its peers (the front's gateway) and the controller, a listed extra peer.
-    # The control: with the tables deleted by hand a replica's own vLLM answers; a re-run loads them again, restarting
-    # nothing.
+    # The control: with the tables deleted by hand a replica's own vLLM answers. (That a re-run loads a deleted table
+    # again without restarting anything is proven once, by the Ray group's exposure test; here the table is put back
+    # by hand and the re-run below must find nothing to change.)
     start_outsider()
     try:
         open_ports = {n: listeners(n) for n in PAIR}
@@ -1305,16 +1303,16 @@ def test_replicas_behind_the_gateway(cluster):
         before = reachable_from_outsider(targets)
         assert before[(ADDR["sim-2"], 8000)], "control: without the firewall the outsider reaches a replica's own vLLM"
         pids = {n: unit_show(n, "vllm-serve.service", "MainPID")["MainPID"] for n in PAIR}
-        playbook("cluster.yml", *args, env=decoys)
+        reload_firewall(PAIR)
+        assert gateway_completions(canary.key, 4) == [200] * 4, "the gateway reaches the replicas behind the firewall"
+        again = playbook("cluster.yml", *args, env=decoys)
         after = reachable_from_outsider(targets)
         open_after = sorted("%s:%d" % k for k, ok in after.items() if ok)
         row["exposure"] = {"probed": len(targets), "open_with_default_firewall": guarded,
                            "open_without_table": sum(before.values()), "open_after_rerun": open_after, "ports": open_ports}
+        assert {h: r["changed"] for h, r in recap(again.stdout).items()} == {"sim-1": 0, "sim-2": 0}, again.stdout[-3000:]
         assert open_after == ["%s:8080" % ADDR["sim-1"]], "reachable from a non-member: %s" % open_after
         assert {n: unit_show(n, "vllm-serve.service", "MainPID")["MainPID"] for n in PAIR} == pids, "restarted"
-        assert gateway_completions(canary.key, 4) == [200] * 4, "the gateway reaches the replicas behind the firewall"
-        again = playbook("cluster.yml", *args, env=decoys)
-        assert {h: r["changed"] for h, r in recap(again.stdout).items()} == {"sim-1": 0, "sim-2": 0}, again.stdout[-3000:]
         # cluster_stop.yml with the same input stops every replica's own server (planned per host, as stop.yml does).
         stop = playbook("cluster_stop.yml", *args, env=decoys)
         assert sorted(recap(stop.stdout)) == PAIR and all(r["changed"] >= 1 for r in recap(stop.stdout).values()), \
