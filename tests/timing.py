@@ -35,7 +35,9 @@ def tier_name(config):
         except ValueError:
             continue
         if parts:
-            return parts[0].replace(".py", "")
+            # A part of a tier (tests/harness/lanes.sh runs the Molecule tier in parts) keeps a record of its own.
+            part = os.environ.get("SPARKFLEET_TIMES_PART")
+            return parts[0].replace(".py", "") + ("-" + part if part else "")
     return "other"
 
 

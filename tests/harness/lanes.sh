@@ -9,8 +9,16 @@
 # are busy on the CPU the whole time. Each lane gets about one core:
 #
 #   serve lane:   lint, unit, integration      (stand-in engines on core 0, vLLM's default)
-#   build lane:   molecule, cluster            (cluster engines on core 1: SPARKFLEET_STANDIN_CPUS=1)
-#   either lane:  awx, taken by the lane that finishes its own tiers first
+#   build lane:   molecule's static tests and one scenario, then the cluster
+#                                              (cluster engines on core 1: SPARKFLEET_STANDIN_CPUS=1)
+#   either lane:  a queue of shared jobs (awx, then the other Molecule scenarios one by one), each taken by the
+#                 first lane that is free
+#
+# Why the queue (2026-12-07): the machine is saturated (91% busy), so the wall time is the larger lane, and
+# the lanes' lengths move with the machine's speed and with every test added. In the fresh-clone run of 09d65d2 the
+# build lane (molecule 1,065 s, cluster 3,162 s) ended 808 s after the serve lane (3,420 s); CI's run of d728734
+# passed the serve lane in 5,083 s and ran out of its 5,400 s in the build lane. Jobs of a few minutes each, taken
+# by whichever lane is free, end the two lanes within one job of each other.
 #
 # Why unit moved to the serve lane (2026-12-06): the cluster tier is the longest tier (2,422 s in the fresh-clone
 # run of ecaf52d, against integration's 1,800 s), and with unit (212 s) and molecule (586 s) before it the build lane
@@ -48,8 +56,18 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$REPO"
 MAKE_CMD=("${MAKE:-make}" --no-print-directory)
 SERVE_LANE=(lint test-unit test-integration)
-BUILD_LANE=(test-molecule test-cluster)
-SHARED=(test-awx)  # run by whichever lane finishes its own tiers first
+# The Molecule tier in parts (a pytest -k expression each; together they select every test of tests/molecule once):
+# its static tests and one scenario open the build lane while the cluster's environments are still being built, and
+# each other scenario is a shared job.
+MOLECULE_FIRST="not test_scenario_passes or firewall/"
+BUILD_LANE=("test-molecule MOLECULE_K=$MOLECULE_FIRST" test-cluster)
+# The shared queue, longest first: each job runs once, in the first lane to get to it after its own tiers.
+SHARED=(test-awx
+        "test-molecule MOLECULE_K=test_scenario_passes and docker/"
+        "test-molecule MOLECULE_K=test_scenario_passes and vllm_gateway/"
+        "test-molecule MOLECULE_K=test_scenario_passes and nvidia_container_toolkit/"
+        # the rest (nvidia_driver, and any scenario added later)
+        "test-molecule MOLECULE_K=test_scenario_passes and not (firewall/ or docker/ or vllm_gateway/ or nvidia_container_toolkit/)")
 # The background prerequisites each tier waits for: vllm (.venv-vllm), ray (.venv-ray, built after .venv-vllm:
 # only the simulated cluster uses it, so integration and AWX start without waiting for it), docker (the engine and
 # the systemd image).
@@ -86,20 +104,26 @@ await() {
 
 # Every tier of a lane runs even when one before it failed (a lint finding must not hide what integration would
 # have said); the lane fails when any of its tiers did.
+# A job is a make target, optionally followed by one VARIABLE=value (a tier's part): "test-molecule MOLECULE_K=...".
 run_lane() {
-  local name="$1" started=$SECONDS target failed=()
+  local name="$1" started=$SECONDS job target setting failed=() own=$(($# - 1)) index=0
   shift
-  for target in "$@" "${SHARED[@]}"; do
-    # A shared tier runs once, in the first lane to get here (mkdir is atomic: the other lane skips it).
-    if [[ " ${SHARED[*]} " == *" $target "* ]] && ! mkdir "$PREREQ_DIR/claimed-$target" 2>/dev/null; then
+  for job in "$@" "${SHARED[@]}"; do
+    index=$((index + 1))
+    target="${job%% *}"
+    setting="${job#"$target"}"
+    setting="${setting# }"
+    # A shared job runs once, in the first lane to get here (mkdir is atomic: the other lane skips it).
+    if ((index > own)) && ! mkdir "$PREREQ_DIR/claimed-$((index - own))" 2>/dev/null; then
       continue
     fi
     # shellcheck disable=SC2086  # NEEDS holds a list of names
     await ${NEEDS[$target]}
-    log "$name lane: $target starts at $((SECONDS - started)) s"
-    if ! "${MAKE_CMD[@]}" "$target"; then
-      log "$name lane: $target FAILED after $((SECONDS - started)) s"
-      failed+=("$target")
+    log "$name lane: $job starts at $((SECONDS - started)) s"
+    # Each part of a tier keeps its own timing record (tests/timing.py).
+    if ! SPARKFLEET_TIMES_PART="${setting:+$name-$index}" "${MAKE_CMD[@]}" "$target" ${setting:+"$setting"}; then
+      log "$name lane: $job FAILED after $((SECONDS - started)) s"
+      failed+=("$job")
     fi
   done
   if [[ ${#failed[@]} -gt 0 ]]; then
@@ -171,7 +195,7 @@ fi
 log "controller venv ready after $((SECONDS - started)) s; the lanes start"
 
 if [[ "${SPARKFLEET_TEST_LANES:-2}" == "1" ]]; then
-  run_lane serial lint test-unit test-integration test-molecule test-cluster
+  run_lane serial "${SERVE_LANE[@]}" "${BUILD_LANE[@]}"
   rc=$?
   await vllm ray docker  # no background job outlives the run
   cpu_summary
