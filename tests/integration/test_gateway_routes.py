@@ -498,20 +498,18 @@ def compose_stop(compose, **overrides):
 @ON_COMPOSE
 def test_compose_changed_plan_recreates_once_and_stop_yml_stops_it(gateway_deploy):
     """The module's last compose test, since it takes the deployment apart. A changed plan (vllm_max_num_seqs)
-    recreates the container once, and the same plan again leaves it alone. Then the compose runtime's stopped state
-    (vllm_compose_state: stopped, what stop.yml asks for): the container stops and stays; a second stop changes
-    nothing; the next deploy starts the same container, not a new one."""
+    recreates the container once, and it serves. (That the same plan again leaves the container alone is
+    test_compose_second_run_changes_nothing_and_keeps_the_container's proof.) Then the compose runtime's stopped
+    state (vllm_compose_state: stopped, what stop.yml asks for): the container stops and stays; a second stop changes
+    nothing; the next deploy starts the same container, not a new one (its id; whether Docker's restart of a container
+    serves is not this collection's to prove, so the test does not wait for the engine again)."""
     compose = gateway_deploy["compose"]
     compose_models(CANARY.key)
     before = compose_started_at()
     changed, _stdout = compose_converge(compose, vllm_max_num_seqs=32)
     assert changed > 0
-    after = compose_started_at()
-    assert after != before
+    assert compose_started_at() != before
     compose_models(CANARY.key)
-    changed, out = compose_converge(compose, vllm_max_num_seqs=32)
-    assert changed == 0, out[-3000:]
-    assert compose_started_at() == after
 
     ident, status = compose_state()
     assert status == "running"
@@ -524,4 +522,3 @@ def test_compose_changed_plan_recreates_once_and_stop_yml_stops_it(gateway_deplo
     changed, out = compose_converge(compose, vllm_max_num_seqs=32)
     assert changed > 0, out[-3000:]
     assert compose_state() == [ident, "running"]
-    compose_models(CANARY.key)
