@@ -896,7 +896,7 @@ def mp_fault(name, node, kill, canary, interrupted_heal=False):
     # What systemd does on its own, then what the head's /health says meanwhile (vLLM's own readiness).
     time.sleep(15)
     health = http_status(HEAD_API + "/health")
-    units = {n: unit_show(n, "vllm-cluster.service", "ActiveState", "NRestarts") for n in PAIR}
+    units = {n: unit_show(n, "vllm-cluster.service", "ActiveState", "SubState", "NRestarts") for n in PAIR}
     status = playbook("cluster_status.yml", *args, check=False)
     detected = round(time.time() - started, 1)
     heal_began = time.time()
@@ -946,7 +946,10 @@ def test_mp_faults_while_serving_are_named_and_healed(mp_pair):
 
     status, heal, row = mp_fault("mp head API server killed while serving", "sim-1",
                                  "kill -9 $(systemctl show -p MainPID --value vllm-cluster.service)", canary)
-    assert row["systemd_after_15_s"]["sim-1"]["NRestarts"] != "0", row
+    # systemd restarts the killed head on its own: done (NRestarts) or scheduled (auto-restart: RestartSec is 15 s
+    # and on a busy machine the rest of the service's processes may take a few seconds to stop first).
+    head = row["systemd_after_15_s"]["sim-1"]
+    assert head["NRestarts"] != "0" or head["SubState"] == "auto-restart", row
     named = re.search(r"sim-1 \((vllm-cluster.service restarted alone|API /health not answering)", flat(status.stdout))
     assert status.returncode != 0 and named, status.stdout[-3000:]
     assert re.search(r"restarted alone\) on \[sim-1", flat(heal.stdout)), heal.stdout[-3000:]
