@@ -14,7 +14,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 # Keys a `when` / `unless` condition may test, and the plan context each reads.
-CONDITION_KEYS = ("profiles", "drafters", "models", "models_except", "min_nodes", "expert_parallel")
+CONDITION_KEYS = ("profiles", "drafters", "models", "models_except", "min_nodes", "max_nodes", "expert_parallel")
 
 
 class ConditionError(ValueError):
@@ -25,16 +25,16 @@ def conditions_hold(when, context):
     """True when every condition of ``when`` holds for ``context``.
 
     ``when`` uses the catalog's condition keys (profiles, drafters, models,
-    models_except, min_nodes, expert_parallel); ``context`` carries profile,
+    models_except, min_nodes, max_nodes, expert_parallel); ``context`` carries profile,
     drafter, model, node_count and expert_parallel. A condition on a value the
     context lacks (None) does not hold. An empty ``when`` always holds.
     """
     when = when or {}
     context = context or {}
     for key, wanted in when.items():
-        if key == "min_nodes":
+        if key in ("min_nodes", "max_nodes"):
             have = context.get("node_count")
-            if have is None or int(have) < int(wanted):
+            if have is None or (int(have) < int(wanted) if key == "min_nodes" else int(have) > int(wanted)):
                 return False
         elif key == "expert_parallel":
             have = context.get("expert_parallel")

@@ -59,8 +59,8 @@ options:
         C("{{ vllm_plan.model.smoke_expected_misses | default({}) }}").
       - Each check maps to a list of miss ids (an accuracy question id, C(reads_llm), C(no_reasoning)), or of
         dicts with C(miss) and optional C(when) / C(unless) conditions (C(profiles), C(drafters), C(models),
-        C(models_except), C(min_nodes), C(expert_parallel)) tested against O(plan). A condition on something the
-        plan does not say does not hold.
+        C(models_except), C(min_nodes), C(max_nodes), C(expert_parallel)) tested against O(plan). A condition on
+        something the plan does not say does not hold.
       - Omitted and without O(plan), every miss fails its check.
     type: dict
   max_tokens:

@@ -60,8 +60,8 @@ def _condition_problems(catalog, where, when):
             unknown = [v for v in (value if isinstance(value, list) else [value]) if v not in names[key]]
             if not isinstance(value, list) or unknown:
                 problems.append("%s.%s must list known names (unknown: %s)" % (where, key, unknown or value))
-        elif key == "min_nodes" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            problems.append("%s.min_nodes must be a positive integer" % where)
+        elif key in ("min_nodes", "max_nodes") and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            problems.append("%s.%s must be a positive integer" % (where, key))
     return problems
 
 

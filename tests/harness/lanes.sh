@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # make test: the six tiers in two lanes that run side by side.
 #
-# Why two lanes: vLLM's CPU build binds its engine to core 0 and leaves the
-# other core to everything else (its log: "reserved_cpus=[1]"), so the tiers
+# Why two lanes: a stand-in engine computes on one core (a one-node plan runs one
+# OpenMP thread, the catalog's cpu-build-adds-a-worker-process; a cluster rank is
+# bound to one core, its log: "reserved_cpus=[1]"), so the tiers
 # that serve the stand-in on this machine keep a 2-core machine only 50-55%
 # busy for most of their time (sampled every 10 s through the integration
 # tier). The other tiers — lint, unit, Molecule and the simulated cluster —
 # are busy on the CPU the whole time. Each lane gets about one core:
 #
-#   serve lane:   lint, unit, integration      (stand-in engines on core 0, vLLM's default)
+#   serve lane:   lint, unit, integration      (stand-in engines: one thread each, unbound)
 #   build lane:   molecule's static tests and one scenario, then the cluster
 #                                              (cluster engines on core 1: SPARKFLEET_STANDIN_CPUS=1)
 #   either lane:  a queue of shared jobs (awx, then the other Molecule scenarios one by one), each taken by the
@@ -32,9 +33,9 @@
 # Lint sits in the serve lane to even them out: measured in one fresh-clone run, the build lane (with lint)
 # took 1,896 s and the serve lane 1,674 s, and lint takes 174 s.
 #
-# The simulated cluster's engines are bound to core 1 through the variable an
+# The simulated cluster's ranks are bound to core 1 through the variable an
 # operator would use (vllm_cluster_extra_env in inventories/sim4); left to
-# vLLM's default they would share core 0 with the serve lane's. Molecule runs
+# vLLM's default they would all sit on core 0. Molecule runs
 # its scenarios one at a time here (two at a time when run alone). Every tier
 # is the same pytest run as `make test-<tier>`; nothing is left out.
 #

@@ -15,6 +15,9 @@ from conftest import REPO
     ({"drafters": ["dflash"], "min_nodes": 2}, {"drafter": "dflash", "node_count": 2}, True),
     ({"drafters": ["dflash"], "min_nodes": 2}, {"drafter": "dflash", "node_count": 1}, False),
     ({"models_except": ["12b"]}, {"model": "12b"}, False),
+    ({"max_nodes": 1}, {"node_count": 1}, True),
+    ({"max_nodes": 1}, {"node_count": 2}, False),
+    ({"max_nodes": 1}, {}, False),
     ({"expert_parallel": True}, {"expert_parallel": False}, False),
 ])
 def test_conditions_hold(when, context, holds):

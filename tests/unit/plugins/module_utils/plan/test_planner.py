@@ -41,6 +41,12 @@ UTIL = {"rtx_pro_6000": "0.92", "rtx_5090": "0.92", "dgx_spark": "0.78"}
 MNBT = {"rtx_pro_6000": "32768", "rtx_5090": "8192", "dgx_spark": "32768"}
 
 
+# A one-node stand-in's environment: the profile's HF_HUB_OFFLINE, loopback for Gloo, and the CPU build's one-process
+# engine (releases.cpu-0.32.0's cpu-build-adds-a-worker-process).
+STAND_IN_ENV = {"HF_HUB_OFFLINE": "1", "GLOO_SOCKET_IFNAME": "lo", "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+                "OMP_NUM_THREADS": "1"}
+
+
 @pytest.fixture(scope="module")
 def catalog():
     return cat.load_catalog()
@@ -669,7 +675,7 @@ def test_cpu_stand_in(catalog):
     assert flag(plan["argv"], "--gpu-memory-utilization") == "0.2" and flag(plan["argv"], "--max-model-len") == "4096"
     assert "--kv-cache-dtype" not in plan["argv"] and "--reasoning-parser" not in plan["argv"]
     assert "--limit-mm-per-prompt" not in plan["argv"]
-    assert plan["env"] == {"HF_HUB_OFFLINE": "1", "GLOO_SOCKET_IFNAME": "lo"} and plan["secret_env"] == []
+    assert plan["env"] == STAND_IN_ENV and plan["secret_env"] == []
     assert plan["runtime"] == "native" and plan["release"] == "cpu-0.32.0" and plan["image"] is None
     # No fixed figure for a CPU: the throughput module calibrates on the serving machine.
     assert plan["expected"]["calibrate"] is True and plan["expected"]["single_stream_tok_s"] is None
@@ -718,7 +724,7 @@ def test_a_gemma4_stand_in_is_planned_with_the_real_models_flags(catalog, stand_
         assert any(r.startswith("stand-in for %s, %s: " % (real, difference["flag"])) for r in plan["reasons"]), difference
     assert not any("does not explain" in w for w in plan["warnings"]), plan["warnings"]
     assert plan["stand_in"] is True and plan["runtime"] == "native"
-    assert plan["env"] == {"HF_HUB_OFFLINE": "1", "GLOO_SOCKET_IFNAME": "lo"}
+    assert plan["env"] == STAND_IN_ENV
     assert plan["expected"]["calibrate"] is True
 
 
@@ -742,7 +748,7 @@ def test_the_moe_stand_in_plans_mtp_with_its_generated_assistant(catalog):
     assert drafter["generate"]["target"] == plan["model"]["generate"] and drafter["generate"]["target"]["hidden"] == 256
     assert "size_gib" not in drafter and plan["disk"]["weights_gib"] == 0
     # The CPU build runs it under its own (V1) model runner, offline like the stand-in; calibrated like every cpu row.
-    assert plan["env"] == {"HF_HUB_OFFLINE": "1", "GLOO_SOCKET_IFNAME": "lo"} and plan["secret_env"] == []
+    assert plan["env"] == STAND_IN_ENV and plan["secret_env"] == []
     assert plan["expected"]["calibrate"] is True and plan["expected"]["single_stream_tok_s"] is None
     assert not [w for w in plan["warnings"] if "baseline" in w], plan["warnings"]
 
@@ -1898,6 +1904,9 @@ def test_a_stand_in_cluster_is_compared_with_the_real_cluster(nodes, executor):
     assert not [w for w in plan["warnings"] if "vllm_executor" in w], plan["warnings"]
     assert "--enable-expert-parallel" in plan["argv"] and "--enable-expert-parallel" in plan["stand_in_for"]["argv"]
     assert {d["flag"] for d in plan["stand_in_for"]["differences"]} == CPU_FORCED | GAPS["tiny-26b-a4b"]
+    # The CPU build's one-process engine (releases.cpu-0.32.0's cpu-build-adds-a-worker-process, max_nodes 1) is a
+    # single rank's: a cluster's ranks keep the multiprocessing executor's own core binding.
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in plan["env"] and "OMP_NUM_THREADS" not in plan["env"], plan["env"]
 
 
 # --- vllm_topology=replicas: each host of the group serves alone, the front's gateway balances ------------------------
@@ -2046,6 +2055,10 @@ def _defect_request(defect, release, near_miss=False):
     """A request its `when` matches (or, with near_miss, one that differs in the first condition it can miss)."""
     when = defect.get("when") or {}
     nodes = when.get("min_nodes", 1)
+    if cat.load_catalog(None)["releases"][release].get("stand_in"):
+        # A stand-in release plans on the cpu profile only, which the collection's catalog gives one node: a defect's
+        # max_nodes near miss needs the simulated cluster's catalog (test_a_stand_in_cluster_is_compared_...).
+        return {"profile": "cpu", "model": "tiny", "release": release}
     profiles = when.get("profiles") or (["dgx_spark"] if nodes > 1 else ["rtx_pro_6000"])
     others = [m for m in CHECKPOINTS if m not in (when.get("models_except") or [])]
     models = when.get("models") or (["26b-a4b"] if when.get("expert_parallel") else others)
