@@ -95,10 +95,11 @@ def keyless(request):
 
 
 def without_processes(facts):
-    """GPU facts as gpu_facts returned them on the device before it listed GPU processes (the captures under
-    tests/unit/fixtures/*/gpu_facts-*.json). The list itself must be empty there: the captures' <processes>
-    is empty, nothing else ran on the device."""
+    """GPU facts as gpu_facts returned them on the device before it listed GPU processes and, on unified memory, the
+    host's memory (the captures under tests/unit/fixtures/*/gpu_facts-*.json). The list itself must be empty there:
+    the captures' <processes> is empty, nothing else ran on the device; and a discrete card has no host_memory."""
     assert facts["processes"] == [] and all(g["processes"] == [] for g in facts["gpus"]), facts["processes"]
-    facts = {k: v for k, v in facts.items() if k != "processes"}
+    assert facts.get("host_memory") is None, facts["host_memory"]
+    facts = {k: v for k, v in facts.items() if k not in ("processes", "host_memory")}
     facts["gpus"] = [{k: v for k, v in g.items() if k != "processes"} for g in facts["gpus"]]
     return facts

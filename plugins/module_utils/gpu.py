@@ -335,6 +335,8 @@ def build_facts(query_csv, query_xml=None, proc_version=None, profiles=None):
         "profile_supported": profile is not None,
         "profile_reason": reason if profile else "unsupported: %s" % reason,
         "processes": [dict(p, gpu=g["index"]) for g in gpus for p in g["processes"]],
+        # Filled by the module on unified memory (module_utils/host_memory.py reads /proc there).
+        "host_memory": None,
     }
 
 
@@ -358,4 +360,5 @@ def absent_facts(reason, proc_version=None):
         "profile_supported": False,
         "profile_reason": "unsupported: %s" % reason,
         "processes": [],
+        "host_memory": None,
     }

@@ -60,6 +60,12 @@ options:
         open ones (nvidia-smi cannot tell). Change it only to point at a test stand-in.
     type: path
     default: /proc/driver/nvidia/version
+  proc_root:
+    description:
+      - Where the host's C(meminfo) and processes are read on a unified-memory GPU
+        (RV(ansible_facts.sparkfleet_gpu.host_memory)). Change it only to point at a test stand-in.
+    type: path
+    default: /proc
 notes:
   - Needs C(nvidia-smi) from driver 510 or later for C(compute_cap).
 seealso:
@@ -157,6 +163,16 @@ ansible_facts:
           type: list
           elements: dict
           sample: [{"pid": 441, "name": "python3", "type": "C", "used_memory_mib": 20998, "gpu": 0}]
+        host_memory:
+          description:
+            - On unified memory (the GPU's memory is the host's), the host's C(total_mib) and C(available_mib) from
+              C(/proc/meminfo); C(vllm_mib), what vLLM processes already running hold (a re-run restarts them, so it
+              counts as available); C(available_for_server_mib), the two summed; and C(holders), the five largest
+              holders of memory (C(pid), C(name), C(mib) resident plus GPU memory, C(vllm)). C(null) on other hosts.
+            - Preflight compares C(available_for_server_mib) with what the plan needs.
+          type: dict
+          sample: {"total_mib": 122502, "available_mib": 18210, "vllm_mib": 0, "available_for_server_mib": 18210,
+                   "holders": [{"pid": 2210, "name": "python3", "mib": 96003, "vllm": false}]}
 """
 
 import os
@@ -164,6 +180,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import gpu as gpu_utils
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import host_memory
 
 
 def _read(path):
@@ -181,6 +198,7 @@ def main():
             "nvidia_smi_path": {"type": "path"},
             "query_xml": {"type": "bool", "default": True},
             "proc_version_path": {"type": "path", "default": "/proc/driver/nvidia/version"},
+            "proc_root": {"type": "path", "default": "/proc"},
         },
         supports_check_mode=True,
     )
@@ -208,6 +226,8 @@ def main():
         facts = gpu_utils.build_facts(out, xml_out, proc_version, profiles)
     except ValueError as exc:
         module.fail_json(msg="could not parse nvidia-smi output: %s" % exc, stdout=out)
+    if facts["unified_memory"]:
+        facts["host_memory"] = host_memory.read_host_memory(module.params["proc_root"], facts["processes"])
     module.exit_json(changed=False, ansible_facts={"sparkfleet_gpu": facts})
 
 

@@ -9,12 +9,16 @@ the CSV's bus id set to the XML's so gpu_facts joins the two as it does on a rea
 """
 
 import pathlib
+import re
 import shlex
+import subprocess
 import sys
 
 import pytest
 
-from conftest import REPO, ansible_env, ansible_playbook
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan import planner
+from conftest import REPO, ansible_env, ansible_playbook, keyless
 
 FIXTURES = REPO / "tests/unit/fixtures"
 BUSY_XML = FIXTURES / "nvidia-h200-busy/nvidia-smi-q-with-process.xml"
@@ -91,3 +95,86 @@ def test_a_card_nobody_else_uses_draws_no_warning(tmp_path, profile):
     assert run.returncode == 0, run.stdout[-3000:]
     assert passed(run, profile), run.stdout[-3000:]
     assert not warnings_of(run), run.stdout[-3000:]
+
+
+# --- unified memory (DGX Spark): what is available to the server, and who holds the rest --------------------------
+
+GB10 = FIXTURES / "nvidia-gb10-constructed"
+HOG_GPU_MIB = 90000
+
+
+@pytest.fixture()
+def memory_hog():
+    """A real process holding 256 MiB, named sf-memhog (its comm), that the stand-in nvidia-smi lists as holding
+    90,000 MiB of the GB10's pool, as GB10's nvidia-smi lists a CUDA process: /proc gives its name and resident size,
+    nvidia-smi its GPU memory."""
+    hog = subprocess.Popen([sys.executable, "-c", "open('/proc/self/comm', 'w').write('sf-memhog'); "
+                            "b = b'x' * (256 << 20); print('ready', flush=True); import time; time.sleep(600)"],
+                           stdout=subprocess.PIPE, text=True)
+    assert hog.stdout.readline().strip() == "ready"
+    yield hog.pid
+    hog.kill()
+    hog.wait()
+
+
+def preflight_spark(tmp_path, hog_pid, **extra):
+    """preflight.yml's GPU checks as profile dgx_spark, with no plan, on this host behind a GB10 nvidia-smi (the
+    constructed fixtures; its XML lists the hog)."""
+    csv = (GB10 / "nvidia-smi-query.csv").read_text()
+    xml = (GB10 / "nvidia-smi-q.xml").read_text().replace("</fb_memory_usage>", (
+        "</fb_memory_usage>\n\t\t<processes><process_info><pid>%d</pid><type>C</type><process_name>sf-memhog"
+        "</process_name><used_memory>%d MiB</used_memory></process_info></processes>") % (hog_pid, HOG_GPU_MIB))
+    (tmp_path / "query.csv").write_text(csv)
+    (tmp_path / "q.xml").write_text(xml)
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n# Stand-in nvidia-smi (tests/integration/test_preflight_gpu.py): replays fixtures.\n"
+                   'case "$1" in --query-gpu=*) cat %s ;; -q) cat %s ;; *) exit 6 ;; esac\n' % (
+                       shlex.quote(str(tmp_path / "query.csv")), shlex.quote(str(tmp_path / "q.xml"))))
+    smi.chmod(0o755)
+    env = ansible_env()
+    env["PATH"] = "%s:%s" % (tmp_path, env["PATH"])
+    return ansible_playbook("playbooks/preflight.yml", dict({"preflight_profile": "dgx_spark",
+                                                              "ansible_python_interpreter": sys.executable}, **extra),
+                            env=env, args=["--tags", "preflight_gpu"], check=False, secrets={})
+
+
+def memory_shortfall(run):
+    return [part.split("' - '")[0] for part in " ".join(run.stdout.split()).split("WARNING: ")[1:]
+            if "of unified memory is available to the server" in part]
+
+
+def test_unified_memory_short_of_the_server_is_named_with_its_largest_holders(tmp_path, memory_hog):
+    """This 24 GiB host is far below what a Spark's server may take (the dgx_spark profile's 120 GiB less its 12 GiB
+    host reserve): preflight warns with the figures it read from /proc and the largest holder first, the hog, whose
+    size is its resident memory plus the GPU memory nvidia-smi gave it; with preflight_strict_memory it refuses with the
+    same words."""
+    run = preflight_spark(tmp_path, memory_hog)
+    assert run.returncode == 0, run.stdout[-3000:]
+    warned = memory_shortfall(run)
+    assert len(warned) == 1, run.stdout[-3000:]
+    text = warned[0]
+    assert "below the 110592 MiB of the ceiling of the dgx_spark profile for the server (no plan yet)" in text, text
+    hog = re.search(r"the largest holders: pid (\d+) \(sf-memhog, (\d+) MiB\)", text)
+    assert hog and int(hog.group(1)) == memory_hog and HOG_GPU_MIB + 256 <= int(hog.group(2)) < HOG_GPU_MIB + 400, text
+    available = int(re.search(r"\(MemAvailable (\d+) MiB", text).group(1))
+    total = int(pathlib.Path("/proc/meminfo").read_text().split()[1]) // 1024
+    assert 0 < available < total, (available, total)
+    assert "preflight_strict_memory: true refuses" in text, text
+
+    # Refused under preflight_strict_memory, against what a real plan for one Spark needs (its memory budget: the
+    # pool at the catalog's utilization and what the engine holds outside it), not the profile's ceiling.
+    plan = planner.plan(cat.load_catalog(None), keyless({"profile": "dgx_spark"}))
+    need = int((plan["memory_budget"]["pool_gib"] + plan["memory_budget"]["outside_pool_gib"]) * 1024)
+    refused = preflight_spark(tmp_path, memory_hog, preflight_strict_memory=True, vllm_plan=plan)
+    words = " ".join(refused.stdout.split())
+    assert refused.returncode != 0 and "preflight_strict_memory is true" in words, refused.stdout[-3000:]
+    assert "below the %d MiB of the memory budget of the plan" % need in words, refused.stdout[-3000:]
+    assert "(sf-memhog, " in words, refused.stdout[-3000:]
+
+
+def test_unified_memory_that_covers_the_server_draws_no_warning(tmp_path, memory_hog):
+    """The control: the same host against a need it covers (preflight_memory_min_available_gib 0.5) passes quietly."""
+    run = preflight_spark(tmp_path, memory_hog, preflight_memory_min_available_gib=0.5)
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert passed(run, "dgx_spark"), run.stdout[-3000:]
+    assert not memory_shortfall(run), run.stdout[-3000:]

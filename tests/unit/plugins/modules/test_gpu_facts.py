@@ -95,6 +95,10 @@ def test_gb10_unified_memory_matches_dgx_spark():
     facts = outcome.result["ansible_facts"]["sparkfleet_gpu"]
     assert facts["profile"] == "dgx_spark" and facts["unified_memory"] is True
     assert facts["memory_total_mib"] == [None] and facts["cuda_version"] == "13.0"
+    # Unified memory: the module read this host's /proc as the GB10's memory (tests/unit/plugins/module_utils/
+    # test_host_memory.py checks the parsing over captures).
+    total = int(open("/proc/meminfo").read().split()[1]) // 1024
+    assert facts["host_memory"]["total_mib"] == total and facts["host_memory"]["holders"], facts["host_memory"]
 
 
 def test_without_xml_the_csv_still_answers():
