@@ -198,9 +198,12 @@ class Waiter:
             if state is not None and not state.get("running") and restarting:
                 exited_at = None  # the restart policy brings it back
             elif state is not None and not state.get("running"):
-                # A process that just exited may still be flushing its last log lines: give it a moment.
+                # A process that just exited may still be flushing its last log lines: give it a moment. The generic
+                # "engine failed to start" waits that moment too, for what names the cause after the exit (the unit's
+                # ExecStopPost: the memory guard's record).
                 exited_at = now if exited_at is None else exited_at
-                if diagnosis or now - exited_at >= self.settle_after_exit:
+                specific = diagnosis and diagnosis["id"] != "engine_startup_failed"
+                if specific or now - exited_at >= self.settle_after_exit:
                     message = "the server is not running (%s)" % state.get("detail", "exited")
                     if diagnosis:
                         message += ": " + diag.describe(diagnosis)
@@ -264,7 +267,7 @@ def process_check(service=None, pidfile=None, container=None):
                              container]
     if service:
         return "service", ["systemctl", "show", service, "-p", "ActiveState", "-p", "SubState", "-p", "Result",
-                           "-p", "ExecMainStatus"]
+                           "-p", "ExecMainStatus", "-p", "MemoryMax"]
     if pidfile:
         return "pidfile", ["/bin/sh", "-c", _PIDFILE_SCRIPT, "sh", pidfile]
     return None, None
@@ -288,8 +291,18 @@ def parse_process_check(kind, rc, stdout, stderr="", name=""):
         if active in ("active", "activating", "reloading") and sub not in ("auto-restart", "exited", "dead",
                                                                            "failed"):
             return {"running": True, "detail": "unit %s %s/%s" % (name, active, sub)}
-        return {"running": False, "detail": "unit %s is %s/%s (result %s, exit status %s)" % (
-            name, active, sub, props.get("Result", "?"), props.get("ExecMainStatus", "?"))}
+        detail = "unit %s is %s/%s (result %s, exit status %s)" % (
+            name, active, sub, props.get("Result", "?"), props.get("ExecMainStatus", "?"))
+        if props.get("Result") == "oom-kill":
+            # systemd's own word for a unit the kernel's OOM killer stopped: at the unit's MemoryMax (the memory
+            # guard) when it has one, else because the whole host ran out.
+            ceiling = props.get("MemoryMax", "infinity")
+            if ceiling.isdigit():
+                detail = "stopped by the memory guard: the kernel's OOM killer killed it at its ceiling (MemoryMax %s); %s" % (
+                    human_bytes(int(ceiling)), detail)
+            else:
+                detail = "killed by the kernel's OOM killer (the host ran out of memory; the unit has no MemoryMax); %s" % detail
+        return {"running": False, "detail": detail}
     if kind == "pidfile":
         words = out.split()
         if words[:1] == ["running"]:

@@ -10,13 +10,23 @@ environment; a changed plan restarts it exactly once; stop.yml stops it.
 """
 import subprocess
 
-from conftest import DECOY_HF_TOKEN, FAKE_HF_TOKEN, ansible_env, ansible_playbook, native_vars, require, stand_in_plan, tool
+import pytest
+
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import catalog as cat
+from ansible_collections.sparkfleet.vllm.plugins.module_utils.plan import planner
+from conftest import DECOY_HF_TOKEN, FAKE_HF_TOKEN, ansible_env, ansible_playbook, keyless, native_vars, require, stand_in_plan, tool
+
+# A one-Spark plan's memory guard (the planner's, on unified memory): the ceiling the host reserve leaves the server.
+SPARK_GUARD = planner.plan(cat.load_catalog(None), keyless({"profile": "dgx_spark"}))["memory_guard"]
 
 
-def test_systemd_unit_renders_with_restart_policy_and_no_secrets(tmp_path):
-    """Where systemd is PID 1 the role writes a unit; render it here into a scratch directory."""
+@pytest.mark.parametrize("guard", [None, SPARK_GUARD], ids=["no-guard", "spark-guard"])
+def test_systemd_unit_renders_with_restart_policy_and_no_secrets(tmp_path, guard):
+    """Where systemd is PID 1 the role writes a unit; render it here into a scratch directory. A plan with a memory
+    guard (unified memory) puts its ceiling on the unit; the stand-in's plan has none, and its unit no Memory line."""
     (tmp_path / "units").mkdir()  # /etc/systemd/system exists on a systemd host
-    extra = native_vars(stand_in_plan(), vllm_native_service_manager="systemd",
+    plan = dict(stand_in_plan(), memory_guard=guard)
+    extra = native_vars(plan, vllm_native_service_manager="systemd",
                         vllm_native_service_name="vllm-serve-unit-test",
                         vllm_native_config_dir=str(tmp_path / "etc"), vllm_native_unit_dir=str(tmp_path / "units"),
                         vllm_native_log_file=str(tmp_path / "log/serve.log"))
@@ -27,6 +37,13 @@ def test_systemd_unit_renders_with_restart_policy_and_no_secrets(tmp_path):
     assert "Restart=on-failure" in unit
     assert "StartLimitBurst=3" in unit and "StartLimitIntervalSec=600" in unit
     assert "Environment=" not in unit and FAKE_HF_TOKEN not in unit and DECOY_HF_TOKEN not in unit
+    guarded = [line for line in unit.splitlines() if line.startswith(("Memory", "OOMPolicy"))]
+    if guard:
+        assert guarded == ["MemoryMax=%d" % guard["memory_max_bytes"], "MemorySwapMax=0", "OOMPolicy=stop"], unit
+    else:
+        assert guarded == [], unit
+    recorder = tmp_path / "etc/memory-guard-record"
+    assert "ExecStopPost=-%s %s" % (recorder, tmp_path / "log/serve.log") in unit and recorder.stat().st_mode & 0o111, unit
     launcher = (tmp_path / "etc/launch").read_text()
     assert "tee -a" in launcher  # journal and file both get the log under systemd
     assert FAKE_HF_TOKEN in (tmp_path / "etc/secret.env").read_text()
@@ -40,6 +57,13 @@ def test_systemd_unit_renders_with_restart_policy_and_no_secrets(tmp_path):
                 if "vllm-serve-unit-test.service" in line and "Command" not in line
                 and "executable" not in line.lower() and "not found" not in line.lower()]
     assert not problems, proc.stdout + proc.stderr
+
+
+def test_role_refuses_a_memory_ceiling_systemd_would_not_read():
+    failed = ansible_playbook("playbooks/serve.yml", native_vars(stand_in_plan(), vllm_native_memory_max="12GB"),
+                              check=False, args=["--tags", "vllm_native_run"])
+    assert failed.returncode != 0
+    assert "vllm_native_memory_max is '12GB', which is not a memory size" in " ".join(failed.stdout.split()), failed.stdout[-2000:]
 
 
 def test_role_refuses_a_plan_without_argv():

