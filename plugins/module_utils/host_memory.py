@@ -79,12 +79,13 @@ def gpu_mib(gpu_processes):
 def holders(processes, gpu_processes=(), count=HOLDERS):
     """The ``count`` largest holders of memory, largest first: ``processes`` are (pid, name, rss KiB, is vLLM) from
     ``/proc``; ``gpu_processes`` the ``gpu_facts`` process list, whose GPU memory on unified memory is host memory
-    that a process's resident size does not show. Each holder: pid, name, mib (resident + GPU), vllm."""
+    that a process's resident size does not show. Each holder: pid, name, mib (resident + GPU), vllm. ``count`` None
+    keeps every process."""
     gpu = gpu_mib(gpu_processes)
     rows = [{"pid": int(pid), "name": name, "mib": rss // 1024 + gpu.get(int(pid), 0), "vllm": bool(vllm)}
             for pid, name, rss, vllm in processes]
     rows.sort(key=lambda row: (-row["mib"], row["pid"]))
-    return rows[:count]
+    return rows if count is None else rows[:count]
 
 
 def summary(meminfo, processes, gpu_processes=(), count=HOLDERS):
@@ -92,15 +93,15 @@ def summary(meminfo, processes, gpu_processes=(), count=HOLDERS):
     (available to the next start: the play restarts it), available_for_server_mib (the sum), and the largest
     holders."""
     memory = parse_meminfo(meminfo)
-    gpu = gpu_mib(gpu_processes)
-    vllm_mib = sum(rss // 1024 + gpu.get(int(pid), 0) for pid, _name, rss, vllm in processes if vllm)
+    rows = holders(processes, gpu_processes, count=None)
+    vllm_mib = sum(row["mib"] for row in rows if row["vllm"])
     available = memory["available_mib"]
     return {
         "total_mib": memory["total_mib"],
         "available_mib": available,
         "vllm_mib": vllm_mib,
         "available_for_server_mib": None if available is None else available + vllm_mib,
-        "holders": holders(processes, gpu_processes, count),
+        "holders": rows[:count],
     }
 
 

@@ -161,10 +161,11 @@ def test_unified_memory_short_of_the_server_is_named_with_its_largest_holders(tm
     assert 0 < available < total, (available, total)
     assert "preflight_strict_memory: true refuses" in text, text
 
-    # Refused under preflight_strict_memory, against what a real plan for one Spark needs (its memory budget: the
-    # pool at the catalog's utilization and what the engine holds outside it), not the profile's ceiling.
+    # Refused under preflight_strict_memory, against what a real plan for one Spark needs (its planned footprint, the
+    # memory guard's memory_high_bytes: the pool at the catalog's utilization and what the engine holds outside it),
+    # not the profile's ceiling.
     plan = planner.plan(cat.load_catalog(None), keyless({"profile": "dgx_spark"}))
-    need = int((plan["memory_budget"]["pool_gib"] + plan["memory_budget"]["outside_pool_gib"]) * 1024)
+    need = -(-plan["memory_guard"]["memory_high_bytes"] // (1 << 20))
     refused = preflight_spark(tmp_path, memory_hog, preflight_strict_memory=True, vllm_plan=plan)
     words = " ".join(refused.stdout.split())
     assert refused.returncode != 0 and "preflight_strict_memory is true" in words, refused.stdout[-3000:]
